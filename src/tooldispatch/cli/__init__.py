@@ -1,0 +1,33 @@
+"""The ``tooldispatch`` command line: thin, it parses arguments and calls the library.
+
+Each area keeps its commands in a module of this package exposing ``register(app, bench)``, where
+``bench`` is the ``tooldispatch bench ...`` group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import typer
+
+app = typer.Typer(
+    name="tooldispatch",
+    help="Run agents on local, quantized models: parse tool calls tolerantly, dispatch them safely, measure.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+bench_app = typer.Typer(help="Benchmarks: each prints side-by-side ratios measured in one run.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+_AREAS = ("parse", "dispatch", "models", "serve", "agent", "bench")
+
+for _area in _AREAS:
+    _name = f"{__name__}.{_area}"
+    if importlib.util.find_spec(_name) is not None:
+        importlib.import_module(_name).register(app, bench_app)
+
+
+def main() -> None:
+    """Entry point of the ``tooldispatch`` console script."""
+    app()

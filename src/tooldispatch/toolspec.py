@@ -1,0 +1,91 @@
+"""Tool declarations as the parser sees them: a name, a description and a JSON Schema.
+
+Accepts the OpenAI tools list (``{"type": "function", "function": {...}}``), bare function dicts
+(``{"name": ..., "parameters": ...}``) and ``ToolSpec`` values, so every layer normalizes once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tooldispatch.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One declared tool.
+
+    Attributes:
+        name: the tool name the model must use.
+        description: what the tool does, as shown to the model.
+        parameters: the JSON Schema of the arguments object.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        """The schema's ``properties`` (empty when the schema has none)."""
+        props = self.parameters.get("properties")
+        return props if isinstance(props, Mapping) else {}
+
+    @property
+    def required(self) -> frozenset[str]:
+        """Names of required arguments."""
+        req = self.parameters.get("required")
+        return frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else frozenset()
+
+    def to_openai(self) -> dict[str, Any]:
+        """Return the OpenAI tools-list entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+ToolsInput = Iterable[Mapping[str, Any] | ToolSpec] | Mapping[str, ToolSpec] | None
+"""Any form of tool declarations that ``normalize_tools`` accepts."""
+
+
+def _spec_from_mapping(item: Mapping[str, Any]) -> ToolSpec:
+    fn = item.get("function") if item.get("type") == "function" or "function" in item else item
+    if not isinstance(fn, Mapping):
+        raise ConfigError(f"a tool entry has a 'function' that is not an object: {item!r:.200}")
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(
+            f"a tool entry has no name: {item!r:.200}; give each tool "
+            '{"type": "function", "function": {"name": ..., "parameters": {...}}}'
+        )
+    params = fn.get("parameters")
+    if params is None:
+        params = {"type": "object", "properties": {}}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"tool {name!r}: 'parameters' must be a JSON Schema object, got {type(params).__name__}")
+    description = fn.get("description") or ""
+    return ToolSpec(name=name, description=str(description), parameters=params)
+
+
+def normalize_tools(tools: ToolsInput) -> dict[str, ToolSpec]:
+    """Turn any accepted tools form into ``{name: ToolSpec}``, keeping declaration order.
+
+    Raises:
+        ConfigError: an entry has no name or a parameters value that is not an object.
+    """
+    if tools is None:
+        return {}
+    if isinstance(tools, Mapping):
+        return {name: spec for name, spec in tools.items() if isinstance(spec, ToolSpec)}
+    out: dict[str, ToolSpec] = {}
+    for item in tools:
+        spec = item if isinstance(item, ToolSpec) else _spec_from_mapping(item)
+        out[spec.name] = spec
+    return out

@@ -1,0 +1,198 @@
+"""Plain data shared by every layer: parsed calls, repairs, parse outcomes.
+
+These are the values that cross seams (parser → dispatcher → agent loop → bench), so they are
+small, immutable where possible, and JSON-friendly through ``to_dict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Bucket = Literal[
+    "ok_strict",
+    "ok_fallback",
+    "repaired",
+    "InvalidJson",
+    "UnknownName",
+    "SchemaMismatch",
+    "Truncated",
+]
+"""Where one call candidate ended up. The first three are accepted calls, the rest rejections.
+
+The names of the rejected buckets follow OpenRouter's tool-call error telemetry so that rates can be
+compared with what it publishes."""
+
+ACCEPTED_BUCKETS: frozenset[str] = frozenset({"ok_strict", "ok_fallback", "repaired"})
+REJECTED_BUCKETS: frozenset[str] = frozenset({"InvalidJson", "UnknownName", "SchemaMismatch", "Truncated"})
+
+Stage = Literal["native", "strict", "fallback", "repair", "none"]
+"""How far down the cascade an output (or one candidate) had to go."""
+
+RepairLevel = Literal["bounded", "lossless", "none"]
+"""How much schema-guided repair is allowed.
+
+``none``: nothing is changed. ``lossless``: only edits that cannot change meaning (case and separator
+normalization of names, keys and enum values; ``"5"`` → 5; stringified JSON → parsed; optional ``null`` →
+absent). ``bounded``: lossless plus unique nearest matches within a Levenshtein distance of 2."""
+
+RepairSpec = RepairLevel | Mapping[str, RepairLevel]
+"""One level for every tool, or a per-tool mapping (tools not in it get ``bounded``)."""
+
+FLAG_IN_REASONING = "in_reasoning"
+FLAG_NO_CALL = "no_call"
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One recorded edit made to a call so that it fits its tool's schema.
+
+    Attributes:
+        kind: what was repaired: ``name``, ``key``, ``type``, ``enum``, ``null_optional``, ``json``
+            (the arguments text needed lenient decoding), ``wrapper`` (tags or fences were off).
+        path: JSON-pointer-like path of the edited value (``""`` for the call itself, ``"/unit"``).
+        before: the value as the model wrote it.
+        after: the value after the edit.
+        distance: edit distance for fuzzy repairs, 0 for lossless ones.
+    """
+
+    kind: str
+    path: str
+    before: Any
+    after: Any
+    distance: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "before": self.before,
+            "after": self.after,
+            "distance": self.distance,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A valid call: the tool exists and the arguments satisfy its schema.
+
+    Attributes:
+        name: the declared tool name.
+        arguments: the (possibly repaired) arguments.
+        bucket: ``ok_strict``, ``ok_fallback`` or ``repaired``.
+        stage: the stage that produced it.
+        flags: e.g. ``in_reasoning`` when the call was only found inside the reasoning.
+        repairs: every edit made, in order.
+        id: the call id a server gave, or one we assigned (``call_0``, ...).
+        format: the tool-call format it was written in (``hermes``, ``mistral``, ``openai``, ...).
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    bucket: Bucket = "ok_strict"
+    stage: Stage = "strict"
+    flags: frozenset[str] = frozenset()
+    repairs: tuple[Repair, ...] = ()
+    id: str | None = None
+    format: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "bucket": self.bucket,
+            "stage": self.stage,
+            "format": self.format,
+            "flags": sorted(self.flags),
+            "repairs": [r.to_dict() for r in self.repairs],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Every call-like span the parser found, accepted or not.
+
+    Attributes:
+        raw: the text of the span as the model wrote it.
+        span: start and end offsets in the text given to the parser (``(-1, -1)`` for native calls).
+        format: the format that matched.
+        stage: ``native``, ``strict`` or ``fallback`` (where it was found), or ``repair``.
+        bucket: the outcome.
+        name: the tool name as written (before repair), if one could be read.
+        arguments: the decoded arguments (after repair when accepted), if any could be decoded.
+        repairs: edits made.
+        error: for rejected candidates, a message a model can act on.
+        flags: e.g. ``in_reasoning``.
+    """
+
+    raw: str
+    span: tuple[int, int]
+    format: str
+    stage: Stage
+    bucket: Bucket
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+    repairs: tuple[Repair, ...] = ()
+    error: str | None = None
+    flags: frozenset[str] = frozenset()
+
+    @property
+    def accepted(self) -> bool:
+        """True when this candidate became a call."""
+        return self.bucket in ACCEPTED_BUCKETS
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {
+            "raw": self.raw,
+            "span": list(self.span),
+            "format": self.format,
+            "stage": self.stage,
+            "bucket": self.bucket,
+            "name": self.name,
+            "arguments": self.arguments,
+            "repairs": [r.to_dict() for r in self.repairs],
+            "error": self.error,
+            "flags": sorted(self.flags),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ParseOutcome:
+    """What ``parse_tool_calls`` made of one model output.
+
+    Attributes:
+        calls: the valid calls, in the order they appeared.
+        content: the text that is not a call and not reasoning.
+        reasoning: the reasoning text, markers removed.
+        candidates: every call-like span, accepted and rejected.
+        stage: the deepest stage any accepted call needed (``none`` when there is no call).
+        flags: ``no_call`` when nothing call-like was found; ``in_reasoning`` when calls came from there.
+    """
+
+    calls: tuple[ToolCall, ...] = ()
+    content: str = ""
+    reasoning: str = ""
+    candidates: tuple[Candidate, ...] = ()
+    stage: Stage = "none"
+    flags: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def rejected(self) -> tuple[Candidate, ...]:
+        """The candidates that did not become calls."""
+        return tuple(c for c in self.candidates if not c.accepted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {
+            "calls": [c.to_dict() for c in self.calls],
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "stage": self.stage,
+            "flags": sorted(self.flags),
+        }
