@@ -1,0 +1,1 @@
+"""Model engines behind one seam (``Backend.stream``); see ``base``."""
