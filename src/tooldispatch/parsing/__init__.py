@@ -1,0 +1,1 @@
+"""Turning raw model output into tool calls: reasoning split, strict formats, fallback, streaming."""
