@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from tooldispatch.bench.bfcl_data import BfclCase
 
@@ -193,7 +193,7 @@ def _type_check(
     if type(value) is expected:
         if nested is None:
             return _OK, is_variable
-        items: list[Any] = list(value)
+        items = cast("list[Any]", value)
         for answer in accepted:
             if isinstance(answer, list) and not all(
                 _type_check(param, item, answer, str(nested), nested, None)[0].valid for item in items
