@@ -1,0 +1,32 @@
+"""The intra-city logistics demo world of the Tool Dispatch pattern.
+
+Drivers work in zones and hold up to three orders; availability must be refreshed before assigning;
+unassigning is the saga inverse of assigning; messages go to an outbox with idempotency; cancelling an
+order needs a human's approval. State lives in SQLite so that side effects can be counted exactly.
+
+Example::
+
+    from tooldispatch.dispatch import Dispatcher
+    from tooldispatch.tools.demo import DemoWorld, build_registry
+
+    world = DemoWorld.seed()
+    d = Dispatcher(build_registry(world), store=":memory:")
+    d.dispatch("refresh_drivers", {"zone": "north"}, session_id="s1")
+    d.dispatch("assign_driver", {"driver_id": "d-north-1", "order_id": "o-101"}, session_id="s1")
+"""
+
+from tooldispatch.tools.demo._registry import SCHEMAS, build_registry
+from tooldispatch.tools.demo._tasks import TASKS, DemoTask, demo_tasks
+from tooldispatch.tools.demo._world import DEFAULT_ZONES, ORDER_STATUSES, AuditEntry, DemoWorld
+
+__all__ = [
+    "DEFAULT_ZONES",
+    "ORDER_STATUSES",
+    "SCHEMAS",
+    "TASKS",
+    "AuditEntry",
+    "DemoTask",
+    "DemoWorld",
+    "build_registry",
+    "demo_tasks",
+]

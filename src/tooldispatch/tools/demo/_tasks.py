@@ -1,0 +1,128 @@
+"""Tasks for an agent in the logistics world, each scored by the world's final state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tooldispatch.tools.demo._world import DemoWorld
+
+
+@dataclass(frozen=True, slots=True)
+class DemoTask:
+    """One thing to ask an agent to do in a freshly seeded world.
+
+    Attributes:
+        id: a short stable name.
+        prompt: the user message given to the agent.
+        check: ``True`` when the world's final state shows the task done, and nothing else changed.
+        setup: arranges the world before the agent starts (``None``: the seeded world as is).
+        needs_approval: whether finishing the task takes a call that a human must approve.
+    """
+
+    id: str
+    prompt: str
+    check: Callable[[DemoWorld], bool]
+    setup: Callable[[DemoWorld], None] | None = None
+    needs_approval: bool = False
+
+
+def _on_shift_in(world: DemoWorld, zone: str) -> set[str]:
+    return {d["id"] for d in world.list_drivers(zone)["drivers"] if d["on_shift"]}
+
+
+def _check_assign_north(world: DemoWorld) -> bool:
+    order = world.order("o-101")
+    messages = [m for m in world.outbox() if m["to"] == "c-101"]
+    return (
+        order["status"] == "assigned"
+        and order["driver_id"] in _on_shift_in(world, "north")
+        and len(messages) == 1
+        and world.count_effects("assign_driver") == 1
+        and world.count_effects() == 2
+    )
+
+
+def _check_message_delay(world: DemoWorld) -> bool:
+    messages = world.outbox()
+    return (
+        len(messages) == 1
+        and messages[0]["to"] == "c-202"
+        and "30" in messages[0]["body"]
+        and world.count_effects() == 1
+    )
+
+
+def _check_read_only(world: DemoWorld) -> bool:
+    return world.count_effects() == 0
+
+
+def _setup_reassign(world: DemoWorld) -> None:
+    world.assign_driver("d-north-1", "o-102")
+    world.set_on_shift("d-north-1", False)
+
+
+def _check_reassign(world: DemoWorld) -> bool:
+    order = world.order("o-102")
+    return (
+        order["status"] == "assigned"
+        and order["driver_id"] in _on_shift_in(world, "north")
+        and world.count_effects("unassign_driver", "o-102") == 1
+        and world.count_effects("assign_driver", "o-102") == 2
+    )
+
+
+def _check_cancel(world: DemoWorld) -> bool:
+    others_untouched = all(o["status"] == "pending" for oid, o in world.orders().items() if oid != "o-301")
+    return world.order("o-301")["status"] == "cancelled" and others_untouched and world.count_effects() == 1
+
+
+def _check_fill_east(world: DemoWorld) -> bool:
+    east = [o for o in world.orders().values() if o["zone"] == "east"]
+    on_shift = _on_shift_in(world, "east")
+    return all(o["status"] == "assigned" and o["driver_id"] in on_shift for o in east) and world.count_effects() == len(
+        east
+    )
+
+
+TASKS: tuple[DemoTask, ...] = (
+    DemoTask(
+        "assign-north",
+        "Assign an available driver in zone north to order o-101 and message the customer that a driver is on the way.",
+        _check_assign_north,
+    ),
+    DemoTask(
+        "message-delay",
+        "Tell the customer of order o-202 that their delivery is delayed by 30 minutes.",
+        _check_message_delay,
+    ),
+    DemoTask(
+        "count-pending-south",
+        "How many orders are pending in zone south? Only look; do not change anything.",
+        _check_read_only,
+    ),
+    DemoTask(
+        "reassign-off-shift",
+        "Driver d-north-1 went off shift while holding order o-102. Move o-102 to another available driver "
+        "in zone north.",
+        _check_reassign,
+        setup=_setup_reassign,
+    ),
+    DemoTask(
+        "cancel-east",
+        "The customer of order o-301 called to cancel it: cancel the order with the reason 'customer request'.",
+        _check_cancel,
+        needs_approval=True,
+    ),
+    DemoTask(
+        "fill-east",
+        "Assign every pending order in zone east to an available driver in zone east.",
+        _check_fill_east,
+    ),
+)
+"""The demo tasks, in a stable order."""
+
+
+def demo_tasks() -> list[DemoTask]:
+    """Return the demo tasks (a new list; the tasks themselves are immutable)."""
+    return list(TASKS)

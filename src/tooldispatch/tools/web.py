@@ -1,0 +1,211 @@
+"""``fetch_url``: an HTTP(S) GET that refuses to reach private, loopback, link-local or reserved hosts.
+
+The host is resolved once; every address it resolves to is checked with :mod:`ipaddress` (IPv4-mapped
+IPv6 addresses are checked as the IPv4 address they carry), and the connection then goes to the
+checked address itself, so a second DNS answer cannot point the request somewhere else. Redirects are
+followed by hand, each hop checked the same way. Only ``http`` and ``https`` are accepted.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from tooldispatch.errors import ToolError
+
+Resolver = Callable[[str, int], list[str]]
+"""Maps ``(host, port)`` to the IP addresses a connection could reach."""
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Resolve ``host`` with the system resolver and return every distinct address."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def address_problem(addr: IPAddress, *, allow_loopback: bool = False, allow_private: bool = False) -> str | None:
+    """Say why an address must not be reached, or ``None`` when it may.
+
+    Args:
+        addr: the address.
+        allow_loopback: accept 127.0.0.0/8 and ::1.
+        allow_private: accept private ranges (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10 ...).
+
+    Returns:
+        A short reason ("loopback", "link-local" ...) or ``None``.
+    """
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    if addr.is_loopback:
+        return None if allow_loopback else "loopback"
+    if addr.is_link_local:
+        return "link-local"
+    if addr.is_unspecified:
+        return "unspecified"
+    if addr.is_multicast:
+        return "multicast"
+    if addr.is_reserved:
+        return "reserved"
+    shared = isinstance(addr, ipaddress.IPv4Address) and addr in ipaddress.IPv4Network("100.64.0.0/10")
+    if addr.is_private or shared or not addr.is_global:
+        return None if allow_private else "private"
+    return None
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._address = address
+        self._context = context
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
+
+
+class Fetcher:
+    """Fetches web pages for an agent without letting it reach internal services.
+
+    Args:
+        allow_loopback: accept 127.0.0.0/8 and ::1 (for tests against a local server).
+        allow_private: accept private and shared address ranges (an intranet deployment).
+        timeout_s: connect and read timeout per request.
+        max_bytes: the most body bytes returned; longer bodies come back cut, with ``truncated``.
+        max_redirects: how many redirects are followed, each checked like the first URL.
+        resolver: resolves a host to addresses; the system resolver by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        timeout_s: float = 10.0,
+        max_bytes: int = 512 * 1024,
+        max_redirects: int = 3,
+        resolver: Resolver = system_resolver,
+    ) -> None:
+        self.allow_loopback = allow_loopback
+        self.allow_private = allow_private
+        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self._resolver = resolver
+
+    def check(self, url: str) -> tuple[str, str, int, str, str]:
+        """Check a URL and pick the address to connect to.
+
+        Args:
+            url: the URL to check.
+
+        Returns:
+            ``(scheme, host, port, path_and_query, address)``.
+
+        Raises:
+            ToolError: the scheme is not http/https, the URL has no host or carries credentials, the host
+                does not resolve, or any of its addresses is refused.
+        """
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ToolError(f"only http and https URLs can be fetched, not {scheme or 'no scheme'!r}", retryable=False)
+        if parts.username is not None or parts.password is not None:
+            raise ToolError("URLs with credentials in them are refused; pass a URL without 'user:pass@'", status=400)
+        host = parts.hostname
+        if not host:
+            raise ToolError(f"the URL {url!r} has no host", retryable=False, status=400)
+        try:
+            port = parts.port or (443 if scheme == "https" else 80)
+        except ValueError:
+            raise ToolError(f"the URL {url!r} has an invalid port", retryable=False, status=400) from None
+        try:
+            addresses = [ipaddress.ip_address(host)]
+        except ValueError:
+            try:
+                addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in self._resolver(host, port)]
+            except OSError as exc:
+                raise ToolError(f"cannot resolve host {host!r}: {exc}", before_execution=True) from exc
+        if not addresses:
+            raise ToolError(f"host {host!r} resolved to no address", before_execution=True)
+        for addr in addresses:
+            problem = address_problem(addr, allow_loopback=self.allow_loopback, allow_private=self.allow_private)
+            if problem is not None:
+                raise ToolError(
+                    f"refused to fetch {host!r}: it resolves to {addr}, a {problem} address; only public "
+                    "hosts can be fetched",
+                    retryable=False,
+                    status=403,
+                )
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        return scheme, host, port, target, str(addresses[0])
+
+    def _get(self, url: str) -> tuple[http.client.HTTPResponse, http.client.HTTPConnection]:
+        scheme, host, port, target, address = self.check(url)
+        conn: http.client.HTTPConnection
+        if scheme == "https":
+            conn = _PinnedHTTPSConnection(host, port, address, self.timeout_s, ssl.create_default_context())
+        else:
+            conn = _PinnedHTTPConnection(host, port, address, self.timeout_s)
+        try:
+            conn.request("GET", target, headers={"User-Agent": "tooldispatch-fetch/0.1", "Accept": "*/*"})
+            return conn.getresponse(), conn
+        except ConnectionRefusedError as exc:
+            conn.close()
+            raise ToolError(f"connection to {host}:{port} refused", retryable=True, before_execution=True) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise ToolError(f"fetching {url} failed: {exc}", retryable=True) from exc
+
+    def fetch_url(self, url: str) -> dict[str, Any]:
+        """Fetch a public web page with an HTTP GET.
+
+        Args:
+            url: an http or https URL of a public host.
+
+        Returns:
+            The final URL, the HTTP status, the content type, the body as text (at most the size
+            limit) and whether the body was cut.
+        """
+        current = url
+        for _ in range(self.max_redirects + 1):
+            response, conn = self._get(current)
+            try:
+                location = response.getheader("Location")
+                if response.status in _REDIRECTS and location:
+                    current = urljoin(current, location)
+                    continue
+                body = response.read(self.max_bytes + 1)
+                content_type = response.getheader("Content-Type") or ""
+                status = response.status
+            finally:
+                conn.close()
+            charset = response.headers.get_content_charset() or "utf-8"
+            truncated = len(body) > self.max_bytes
+            return {
+                "url": current,
+                "status": status,
+                "content_type": content_type,
+                "body": body[: self.max_bytes].decode(charset, errors="replace"),
+                "truncated": truncated,
+            }
+        raise ToolError(f"more than {self.max_redirects} redirects starting at {url}", retryable=False)

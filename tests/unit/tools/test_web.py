@@ -1,0 +1,120 @@
+"""fetch_url refuses internal addresses and bad schemes; address checks cover every resolved address."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from tooldispatch.errors import ToolError
+from tooldispatch.tools.web import Fetcher, address_problem
+
+
+def _no_dns(host: str, port: int) -> list[str]:
+    raise AssertionError(f"resolver called for {host}:{port}")
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("100.64.0.1", "private"),
+        ("fd00::1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("fe80::1", "link-local"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("93.184.216.34", None),
+        ("2606:4700::1111", None),
+    ],
+)
+def test_address_problem(address: str, problem: str | None) -> None:
+    """Each kind of internal address is named; a public address passes."""
+    assert address_problem(ipaddress.ip_address(address)) == problem
+
+
+def test_allow_options() -> None:
+    """allow_loopback admits loopback only; allow_private admits private ranges but never link-local."""
+    lo = ipaddress.ip_address("127.0.0.1")
+    private = ipaddress.ip_address("10.0.0.1")
+    metadata = ipaddress.ip_address("169.254.169.254")
+    assert address_problem(lo, allow_loopback=True) is None
+    assert address_problem(private, allow_loopback=True) == "private"
+    assert address_problem(private, allow_private=True) is None
+    assert address_problem(metadata, allow_private=True, allow_loopback=True) == "link-local"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://127.0.0.1/", "refused to fetch '127.0.0.1': it resolves to 127.0.0.1, a loopback address"),
+        ("http://[::1]:8080/x", "refused to fetch '::1': it resolves to ::1, a loopback address"),
+        ("http://169.254.169.254/latest/meta-data", "it resolves to 169.254.169.254, a link-local address"),
+        ("https://10.0.0.5/", "it resolves to 10.0.0.5, a private address"),
+        ("http://0.0.0.0:80/", "it resolves to 0.0.0.0, a unspecified address"),
+    ],
+)
+def test_literal_addresses_refused(url: str, message: str) -> None:
+    """URLs naming internal addresses literally are refused without any DNS lookup or connection."""
+    with pytest.raises(ToolError) as info:
+        Fetcher(resolver=_no_dns).fetch_url(url)
+    assert message in str(info.value)
+    assert info.value.status == 403
+    assert info.value.retryable is False
+
+
+def test_every_resolved_address_checked() -> None:
+    """A host resolving to a public and a private address is refused (the private one is named)."""
+    fetcher = Fetcher(resolver=lambda host, port: ["93.184.216.34", "10.0.0.7"])
+    with pytest.raises(ToolError, match=r"^refused to fetch 'mixed.example': it resolves to 10.0.0.7, a private"):
+        fetcher.fetch_url("http://mixed.example/")
+
+
+def test_localhost_name_refused() -> None:
+    """A name that resolves to loopback is refused like the literal address."""
+    fetcher = Fetcher(resolver=lambda host, port: ["127.0.0.1"])
+    with pytest.raises(ToolError, match=r"a loopback address"):
+        fetcher.fetch_url("http://localhost:9/")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("file:///etc/passwd", "only http and https URLs can be fetched, not 'file'"),
+        ("ftp://example.com/x", "only http and https URLs can be fetched, not 'ftp'"),
+        ("gopher://example.com/", "only http and https URLs can be fetched, not 'gopher'"),
+        ("example.com/page", "only http and https URLs can be fetched, not 'no scheme'"),
+        ("http:///path", "the URL 'http:///path' has no host"),
+        ("http://user:pw@example.com/", "URLs with credentials in them are refused"),
+        ("http://example.com:99999/", "the URL 'http://example.com:99999/' has an invalid port"),
+    ],
+)
+def test_bad_urls_refused(url: str, message: str) -> None:
+    """Other schemes, missing hosts, credentials and invalid ports are refused before any lookup."""
+    with pytest.raises(ToolError) as info:
+        Fetcher(resolver=_no_dns).fetch_url(url)
+    assert str(info.value).startswith(message)
+
+
+def test_unresolvable_host() -> None:
+    """A host that does not resolve is a failure before execution (safe to retry)."""
+
+    def fail(host: str, port: int) -> list[str]:
+        raise OSError("Name or service not known")
+
+    with pytest.raises(ToolError) as info:
+        Fetcher(resolver=fail).fetch_url("http://nowhere.invalid/")
+    assert str(info.value) == "cannot resolve host 'nowhere.invalid': Name or service not known"
+    assert info.value.before_execution is True
+
+
+def test_check_pins_address() -> None:
+    """check() returns the address the connection will use, so a second DNS answer cannot redirect it."""
+    fetcher = Fetcher(resolver=lambda host, port: ["93.184.216.34"])
+    assert fetcher.check("https://example.com/a?b=1") == ("https", "example.com", 443, "/a?b=1", "93.184.216.34")
