@@ -1,0 +1,213 @@
+"""Derive quantizations locally with llama.cpp, and report what a GGUF file really holds.
+
+``quantize`` requantizes an already-quantized file (``allow_requantize``); the result is labelled as such.
+SmolLM2-135M (width 576) and Gemma 3 270M (width 640) have rows that are not multiples of 256, so K-quant
+targets fall back to other types per tensor; ``info`` reads the real per-tensor types from the header.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundError
+from tooldispatch.models.gguf import GGUFError, read_header
+from tooldispatch.models.store import ModelSpec, parse_spec, pull, read_record, sha256_file, verify, write_record
+
+QUANT_FTYPES: Mapping[str, int] = {
+    "F16": 1,
+    "Q4_0": 2,
+    "Q4_1": 3,
+    "Q8_0": 7,
+    "Q5_0": 8,
+    "Q5_1": 9,
+    "Q4_K_M": 15,
+    "Q5_K_M": 17,
+    "Q6_K": 18,
+}
+"""Targets ``quantize`` accepts, as ``llama_ftype`` ids (from ``llama.h``)."""
+
+
+def _source_spec(target: ModelSpec) -> ModelSpec:
+    base = target.manifest.quantization(target.quant.derived_from)
+    return ModelSpec(manifest=target.manifest, quant=base)
+
+
+def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = None) -> None:
+    """Quantize ``src`` into ``dst`` with ``llama_model_quantize`` (requantizing allowed).
+
+    Raises:
+        ConfigError: ``target`` is not a supported type.
+        BackendUnavailable: ``llama_cpp`` is not installed, or llama.cpp reported a failure.
+    """
+    ftype = QUANT_FTYPES.get(target)
+    if ftype is None:
+        raise ConfigError(f"cannot quantize to {target!r}; choose one of {', '.join(QUANT_FTYPES)}")
+    try:
+        import llama_cpp  # optional dependency, loaded on use
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "quantizing needs llama-cpp-python; install it with: pip install 'tooldispatch[llama]'"
+        ) from exc
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True
+    params.nthread = nthread if nthread is not None else max(1, (os.cpu_count() or 1))
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
+    if rc != 0:
+        dst.unlink(missing_ok=True)
+        raise BackendUnavailable(f"llama_model_quantize({src.name} -> {target}) failed with code {rc}")
+
+
+def quantize(
+    spec: str,
+    *,
+    force: bool = False,
+    nthread: int | None = None,
+    progress: bool = True,
+    console: Console | None = None,
+) -> Path:
+    """Make a derived quantization listed in a model's manifest (``name@Q8_0``).
+
+    The source quantization is pulled first when missing. An existing verified result is kept unless
+    ``force``. The record next to the file labels it as requantized from its source.
+
+    Returns:
+        The new file's path.
+
+    Raises:
+        ConfigError: the quantization is not a derived one in the manifest.
+        ModelNotFoundError: the source could not be pulled.
+        BackendUnavailable: llama.cpp is missing or failed.
+    """
+    target = parse_spec(spec)
+    if target.quant.source != "derived":
+        raise ConfigError(
+            f"{target.text} is not derived locally (source {target.quant.source!r}); "
+            f"use: tooldispatch models pull {target.text}"
+        )
+    if not force and target.path.is_file():
+        with contextlib.suppress(ModelNotFoundError):
+            return verify(target)
+    source = _source_spec(target)
+    src_path = pull(source.text, progress=progress, console=console)
+    dst = target.path
+    tmp = dst.with_name(dst.name + ".tmp")
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console or Console(stderr=True),
+        disable=not progress,
+    ) as bar:
+        bar.add_task(f"quantize {source.text} -> {target.quant.name} (requantize)", total=None)
+        quantize_file(src_path, tmp, target.quant.name, nthread=nthread)
+        os.replace(tmp, dst)
+        digest = sha256_file(dst)
+    import llama_cpp  # present: quantize_file succeeded
+
+    write_record(
+        dst,
+        digest,
+        source="derived",
+        derived_from=source.text,
+        requantized=True,
+        source_sha256=(read_record(src_path) or {}).get("sha256"),
+        llama_cpp_python=str(llama_cpp.__version__),
+    )
+    return dst
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What a GGUF file really holds.
+
+    Attributes:
+        path: the file.
+        size_bytes: its size.
+        gguf_version: GGUF format version.
+        architecture: ``general.architecture``.
+        name: ``general.name``.
+        declared_type: ``general.file_type`` as a name (what the file says it is).
+        tensor_types: tensor count per real ``ggml_type``, most common first.
+        n_tensors: number of tensors.
+        n_params: number of weights.
+        has_chat_template: whether ``tokenizer.chat_template`` is present.
+        provenance: the cache record (source, requantized-from), when the file is in the cache.
+    """
+
+    path: Path
+    size_bytes: int
+    gguf_version: int
+    architecture: str | None
+    name: str | None
+    declared_type: str | None
+    tensor_types: Mapping[str, int]
+    n_tensors: int
+    n_params: int
+    has_chat_template: bool
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def bits_per_weight(self) -> float:
+        """File size in bits over the number of weights (includes metadata; close for large files)."""
+        return 8.0 * self.size_bytes / self.n_params if self.n_params else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {
+            "path": str(self.path),
+            "size_bytes": self.size_bytes,
+            "gguf_version": self.gguf_version,
+            "architecture": self.architecture,
+            "name": self.name,
+            "declared_type": self.declared_type,
+            "tensor_types": dict(self.tensor_types),
+            "n_tensors": self.n_tensors,
+            "n_params": self.n_params,
+            "bits_per_weight": round(self.bits_per_weight, 3),
+            "has_chat_template": self.has_chat_template,
+            "provenance": dict(self.provenance),
+        }
+
+
+def info(path: str | Path) -> ModelInfo:
+    """Read a GGUF file's header and report its declared and real tensor types.
+
+    Args:
+        path: a ``.gguf`` file, or ``name@QUANT`` of a cached model.
+
+    Raises:
+        ModelNotFoundError: the file is missing, or is not a readable GGUF file.
+    """
+    by_name = isinstance(path, str) and not path.endswith(".gguf") and "@" in path
+    p = parse_spec(str(path)).path if by_name else Path(path)
+    if not p.is_file():
+        raise ModelNotFoundError(f"no model file at {p}; pull it first (tooldispatch models pull NAME@QUANT)")
+    try:
+        header = read_header(p)
+    except GGUFError as exc:
+        raise ModelNotFoundError(f"{p} is not a usable GGUF file ({exc}); pull it again with --force") from exc
+    meta = header.metadata
+    arch = meta.get("general.architecture")
+    name = meta.get("general.name")
+    return ModelInfo(
+        path=p,
+        size_bytes=p.stat().st_size,
+        gguf_version=header.version,
+        architecture=arch if isinstance(arch, str) else None,
+        name=name if isinstance(name, str) else None,
+        declared_type=header.file_type,
+        tensor_types=header.type_histogram(),
+        n_tensors=len(header.tensors),
+        n_params=sum(t.n_elements for t in header.tensors),
+        has_chat_template=header.chat_template is not None,
+        provenance={k: v for k, v in (read_record(p) or {}).items() if k not in ("size", "mtime_ns")},
+    )
