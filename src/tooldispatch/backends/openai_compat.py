@@ -1,0 +1,265 @@
+"""The ``openai_compat`` backend: vLLM, llama-server, llama-cpp-python's server and OpenRouter.
+
+It talks to ``/v1/chat/completions`` with the official ``openai`` client (``AsyncOpenAI``) and turns the
+answer into the events of ``tooldispatch.backends.base``; ``dialects`` does the payload normalization and
+``wire_errors`` the error translation.
+
+Two parse modes:
+
+``parse="server"``
+    ``tools`` and ``tool_choice`` are sent; the server renders them with its chat template and extracts
+    the calls (vLLM ``--enable-auto-tool-choice --tool-call-parser``, llama-server ``--jinja``). Calls
+    arrive as ``ToolCallDelta`` events; the agent repairs and validates them
+    (``parse_tool_calls(native_calls=...)``).
+``parse="client"``
+    ``tools`` are *not* sent. The tool declarations go into the system message in the model family's
+    tool prompt format (``tool_prompt``; Hermes ``<tool_call>`` by default), so no server-side tool
+    parser runs on any engine and the raw text reaches tooldispatch's own parser as ``ContentDelta``
+    events. This is the same on every dialect and needs no special server flag; it measures the model
+    and our parser, not the server's extraction. Reasoning fields are still split by the server when it
+    is configured to (that is not tool parsing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import openai
+
+from tooldispatch.backends.base import Capabilities, ChatRequest, Event
+from tooldispatch.backends.dialects import DIALECTS, Dialect, StreamNormalizer, response_events
+from tooldispatch.backends.wire_errors import ErrorContext, translate_error
+from tooldispatch.errors import ConfigError
+from tooldispatch.toolspec import ToolSpec
+
+ParseMode = Literal["client", "server"]
+ToolPrompt = Callable[[Sequence[ToolSpec]], str]
+
+_NO_KEY = "sk-no-key-required"
+_ENGINES: dict[str, str] = {"vllm": "vllm", "llama-server": "llama.cpp", "openrouter": "openrouter"}
+
+
+def hermes_tool_prompt(tools: Sequence[ToolSpec]) -> str:
+    """Describe ``tools`` in the Hermes / Qwen ``<tool_call>`` format, for a system message."""
+    listing = "\n".join(json.dumps(t.to_openai(), ensure_ascii=False) for t in tools)
+    return (
+        "# Tools\n\n"
+        "You may call one or more of these functions to help with the user's request. "
+        "Their signatures are listed inside <tools></tools>:\n"
+        f"<tools>\n{listing}\n</tools>\n\n"
+        "To call a function, write a JSON object with the function's name and its arguments inside "
+        "<tool_call></tool_call> tags, one block per call, for example:\n"
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    )
+
+
+def with_tool_prompt(messages: Sequence[Mapping[str, Any]], prompt: str) -> list[dict[str, Any]]:
+    """Return ``messages`` with ``prompt`` appended to the first system message (or as a new one first)."""
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system" and isinstance(out[0].get("content"), str):
+        out[0]["content"] = f"{out[0]['content']}\n\n{prompt}" if out[0]["content"] else prompt
+    else:
+        out.insert(0, {"role": "system", "content": prompt})
+    return out
+
+
+def tool_choice_value(choice: str) -> str | dict[str, Any]:
+    """Map ``ChatRequest.tool_choice`` to the OpenAI field (a tool name becomes a named choice)."""
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+class OpenAICompatBackend:
+    """A backend for any OpenAI-compatible chat completions server.
+
+    Example::
+
+        backend = OpenAICompatBackend(base_url="http://127.0.0.1:8080/v1", model="qwen3", dialect="llama-server")
+        async for event in backend.stream(ChatRequest(messages=[{"role": "user", "content": "hi"}])):
+            ...
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        dialect: Dialect,
+        api_key_env: str | None = None,
+        parse: ParseMode = "client",
+        timeout_s: float = 600.0,
+        max_retries: int = 0,
+        extra_body: Mapping[str, Any] | None = None,
+        provider: Mapping[str, Any] | None = None,
+        profile: str | None = None,
+        tool_prompt: ToolPrompt | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_client: Any = None,
+    ) -> None:
+        """Configure the backend; no request is sent yet.
+
+        Args:
+            base_url: the server's OpenAI API root, ending in ``/v1``.
+            model: the model name the server expects in requests.
+            dialect: ``vllm``, ``llama-server`` (llama.cpp's server and llama-cpp-python's) or ``openrouter``.
+            api_key_env: environment variable holding the API key (``OPENROUTER_API_KEY``); local servers
+                need none.
+            parse: ``server`` to use the server's tool-call extraction, ``client`` to parse the raw text.
+            timeout_s: per-request timeout in seconds.
+            max_retries: retries done by the ``openai`` client itself (it honours ``Retry-After``).
+            extra_body: fields added to every request body (``chat_template_kwargs``, ...).
+            provider: OpenRouter routing (``only``, ``quantizations``, ``allow_fallbacks``,
+                ``require_parameters``), sent as the body's ``provider`` object.
+            profile: the profile this backend came from, named in error messages.
+            tool_prompt: renders tool declarations for ``parse="client"`` (default: Hermes format).
+            headers: extra HTTP headers.
+            http_client: an ``AsyncClient`` of the HTTP library the ``openai`` client uses (for tests).
+
+        Raises:
+            ConfigError: an unknown dialect or parse mode, or the key's environment variable is unset.
+        """
+        if dialect not in DIALECTS:
+            raise ConfigError(f"unknown dialect {dialect!r}; use one of {', '.join(DIALECTS)}")
+        if parse not in ("client", "server"):
+            raise ConfigError(f"unknown parse mode {parse!r}; use 'client' or 'server'")
+        key = _NO_KEY
+        if api_key_env:
+            value = os.environ.get(api_key_env, "")
+            if not value:
+                raise ConfigError(
+                    f"the {profile or dialect} backend needs an API key: set the environment variable {api_key_env}"
+                )
+            key = value
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.dialect: Dialect = dialect
+        self.parse: ParseMode = parse
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.extra_body: dict[str, Any] = dict(extra_body or {})
+        self.provider: dict[str, Any] | None = dict(provider) if provider else None
+        self.profile = profile
+        self._tool_prompt = tool_prompt or hermes_tool_prompt
+        default_headers = dict(headers or {})
+        if dialect == "openrouter":
+            default_headers.setdefault("X-OpenRouter-Title", "tooldispatch")
+        self._client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            timeout=timeout_s,
+            max_retries=max_retries,
+            default_headers=default_headers or None,
+            http_client=http_client,
+        )
+        self._errors = ErrorContext(
+            base_url=self.base_url,
+            dialect=dialect,
+            start_hint=self._start_hint(),
+            api_key_env=api_key_env,
+            routing=self.provider,
+            timeout_s=timeout_s,
+            secret=key if api_key_env else None,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, dialect={self.dialect!r}, "
+            f"parse={self.parse!r}, api_key_env={self.api_key_env!r})"
+        )
+
+    def _start_hint(self) -> str:
+        if self.dialect == "openrouter":
+            return "check your network connection and https://status.openrouter.ai"
+        if self.profile:
+            return f"start it with `tooldispatch serve --profile {self.profile}`"
+        return "start the server (`tooldispatch serve --profile NAME`) or pass the right --base-url"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Native tools in server parse mode; reasoning arrives in its own field on all three dialects."""
+        return Capabilities(
+            native_tools=self.parse == "server",
+            reasoning_field=True,
+            constrained=False,
+            engine=_ENGINES[self.dialect],
+        )
+
+    def request_body(self, request: ChatRequest, *, stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Build the keyword arguments and the ``extra_body`` for one request.
+
+        Returns:
+            ``(kwargs, extra_body)``: standard OpenAI fields, and the dialect's own fields.
+        """
+        messages: list[dict[str, Any]] = [dict(m) for m in request.messages]
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
+        if request.tools and request.tool_choice != "none":
+            if self.parse == "server":
+                kwargs["tools"] = [t.to_openai() for t in request.tools]
+                kwargs["tool_choice"] = tool_choice_value(request.tool_choice)
+            else:
+                messages = with_tool_prompt(messages, self._tool_prompt(request.tools))
+        kwargs["messages"] = messages
+        extra: dict[str, Any] = dict(self.extra_body)
+        if self.dialect == "openrouter":
+            extra.setdefault("usage", {"include": True})
+            if self.provider:
+                extra["provider"] = dict(self.provider)
+        elif stream:
+            kwargs["stream_options"] = {"include_usage": True}
+        extra.update(request.extra)
+        return kwargs, extra
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        """Run one turn with ``stream=True`` and yield its events, ending with ``Finish``.
+
+        Raises:
+            BackendUnavailable: the server cannot be reached or did not answer in time.
+            RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
+            ProviderError: any other error status, or an error inside the 200 stream.
+        """
+        kwargs, extra = self.request_body(request, stream=True)
+        normalizer = StreamNormalizer(self.dialect)
+        try:
+            chunks = await self._client.chat.completions.create(**kwargs, stream=True, extra_body=extra)
+            try:
+                async for chunk in chunks:
+                    for event in normalizer.feed(chunk.model_dump(exclude_unset=True)):
+                        yield event
+            finally:
+                await chunks.close()
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, self._errors) from exc
+        for event in normalizer.finish():
+            yield event
+
+    async def complete(self, request: ChatRequest) -> AsyncIterator[Event]:
+        """Run one turn without streaming and yield the same events ``stream`` would have.
+
+        Raises:
+            BackendUnavailable: the server cannot be reached or did not answer in time.
+            RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
+            ProviderError: any other error status, or an error object in the response.
+        """
+        kwargs, extra = self.request_body(request, stream=False)
+        try:
+            response = await self._client.chat.completions.create(**kwargs, stream=False, extra_body=extra)
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, self._errors) from exc
+        for event in response_events(response.model_dump(exclude_unset=True), self.dialect):
+            yield event
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()

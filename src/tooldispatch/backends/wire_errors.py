@@ -1,0 +1,171 @@
+"""Translate ``openai`` client errors into the project's exception tree, at the backend seam.
+
+=====================================  ==============================================================
+what happened                          raised
+=====================================  ==============================================================
+connection refused, dead server        ``BackendUnavailable`` naming the URL and how to start the server
+no answer within ``timeout_s``         ``BackendUnavailable``
+401 / 403                              ``ProviderError`` saying which environment variable holds the key
+402 (OpenRouter: out of credits)       ``ProviderError``, not retryable
+429                                    ``RateLimited`` with ``retry_after`` from ``Retry-After``
+503                                    ``ProviderError`` naming the routing constraints when there are some
+other 4xx / 5xx                        ``ProviderError`` with the status and the server's message
+error inside an HTTP 200 stream        ``ProviderError`` with the error code
+=====================================  ==============================================================
+
+The API key never appears in a message: messages are built from the server's error text, and any
+occurrence of the key in it is masked.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from tooldispatch.errors import BackendError, BackendUnavailable, ProviderError, RateLimited
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorContext:
+    """What an error message needs to say about the backend that failed.
+
+    Attributes:
+        base_url: the server's URL.
+        dialect: ``vllm``, ``llama-server`` or ``openrouter``.
+        start_hint: how to start the server (a command), or how to check the route for remote APIs.
+        api_key_env: the environment variable that holds the key, when there is one.
+        routing: OpenRouter ``provider`` routing constraints, when set.
+        timeout_s: the request timeout.
+        secret: the API key, only so it can be masked; never shown.
+    """
+
+    base_url: str
+    dialect: str
+    start_hint: str = ""
+    api_key_env: str | None = None
+    routing: Mapping[str, Any] | None = None
+    timeout_s: float | None = None
+    secret: str | None = field(default=None, repr=False)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``; ``None`` if absent."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def _body_message(body: object) -> tuple[str, Any]:
+    """Return (message, code) from an error body in OpenAI, OpenRouter or vLLM shape."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            message = inner.get("message")
+            code = inner.get("code")
+            meta = inner.get("metadata")
+            text = str(message) if message else json.dumps(dict(inner), default=str)[:300]
+            if isinstance(meta, Mapping) and isinstance(meta.get("raw"), str):
+                text = f"{text} ({meta['raw'][:200]})"
+            return text, code
+        return str(inner), None
+    return ("" if body is None else str(body)), None
+
+
+def _mask(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def _status_error(exc: openai.APIStatusError, ctx: ErrorContext) -> BackendError:
+    status = exc.status_code
+    message, _ = _body_message(exc.body)
+    message = _mask(message[:500], ctx.secret)
+    where = f"{ctx.dialect} endpoint at {ctx.base_url}"
+    if status in (401, 403):
+        key = f"the key in ${ctx.api_key_env}" if ctx.api_key_env else "the API key"
+        return ProviderError(
+            f"the {where} rejected {key} (HTTP {status}: {message}); set a valid key and try again",
+            status=status,
+        )
+    if status == 402:
+        return ProviderError(
+            f"the {where} refused the request: out of credits (HTTP 402: {message}); "
+            "add credits or raise the key's limit, then try again",
+            status=402,
+        )
+    if status == 429:
+        retry_after = parse_retry_after(dict(exc.response.headers))
+        wait = f"; retry after {retry_after:g} s" if retry_after is not None else ""
+        return RateLimited(
+            f"the {where} is rate limiting requests (HTTP 429: {message}){wait}", retry_after=retry_after
+        )
+    if status == 503 and ctx.routing:
+        route = json.dumps(dict(ctx.routing), sort_keys=True)
+        return ProviderError(
+            f"no provider at {ctx.base_url} satisfies the routing constraints provider={route} "
+            f"(HTTP 503: {message}); loosen 'only' or 'quantizations', or allow fallbacks",
+            status=503,
+        )
+    return ProviderError(
+        f"the {where} answered HTTP {status}: {message}",
+        status=status,
+        retryable=status in (408, 409, 500, 502, 503, 504),
+    )
+
+
+def translate_error(exc: openai.OpenAIError, ctx: ErrorContext) -> BackendError:
+    """Return the project error for an ``openai`` client error (raise it ``from exc``).
+
+    Args:
+        exc: what the ``openai`` client raised.
+        ctx: the backend's URL, dialect, start hint and key variable, for the message.
+    """
+    if isinstance(exc, openai.APITimeoutError):
+        limit = f" within {ctx.timeout_s:g} s" if ctx.timeout_s else ""
+        return BackendUnavailable(
+            f"the {ctx.dialect} endpoint at {ctx.base_url} did not answer{limit}; "
+            "check that it is running and not overloaded, or raise the timeout"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f" ({type(cause).__name__}: {_mask(str(cause), ctx.secret)[:200]})" if cause else ""
+        hint = f"; {ctx.start_hint}" if ctx.start_hint else ""
+        return BackendUnavailable(f"cannot reach the {ctx.dialect} endpoint at {ctx.base_url}{detail}{hint}")
+    if isinstance(exc, openai.APIStatusError):
+        return _status_error(exc, ctx)
+    if isinstance(exc, openai.APIError):
+        message, code = _body_message(exc.body)
+        if not message:
+            message = exc.message
+        message = _mask(message[:500], ctx.secret)
+        return ProviderError(
+            f"the {ctx.dialect} endpoint at {ctx.base_url} reported an error inside an HTTP 200 stream: "
+            f"code {code!r}: {message}",
+            status=code if isinstance(code, int) else None,
+            retryable=isinstance(code, int) and code in (408, 429, 502, 503),
+        )
+    return BackendError(f"the {ctx.dialect} client failed: {type(exc).__name__}: {_mask(str(exc), ctx.secret)[:300]}")
