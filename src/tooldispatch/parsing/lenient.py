@@ -1,0 +1,461 @@
+"""Lenient JSON: decode the almost-JSON that small and quantized models write.
+
+``json.loads`` is tried first, so well-formed input costs what it always costs. When it fails, one
+hand-written pass reads the text again with these tolerances, each recorded by a stable name:
+
+=====================  ==============================================================
+fix                    what was tolerated
+=====================  ==============================================================
+``single_quotes``      ``'...'`` strings
+``python_literals``    ``True``, ``False``, ``None``
+``trailing_comma``     ``[1, 2,]`` and ``{"a": 1,}``
+``missing_comma``      ``{"a": 1 "b": 2}``
+``unquoted_keys``      ``{city: "Paris"}``
+``raw_newline``        raw newlines, tabs and other control characters inside strings
+``bad_escape``         escapes JSON does not define (``\\'``, ``\\x``), kept as written
+``loose_number``       ``+1``, ``.5``, ``1.``, ``007``
+``stray_escape``       a literal ``\\n``, ``\\t`` or ``\\r`` outside strings (read as whitespace)
+``mismatched_closer``  ``{"a": [1, 2}``: the inner containers are closed first
+``missing_closer``     the text ends inside a string, array or object (also sets ``complete=False``)
+``duplicated_object``  the same value written twice back to back (the first is kept)
+``trailing_text``      text after the first complete value (ignored)
+=====================  ==============================================================
+
+``NaN`` and ``Infinity`` are rejected: they are not JSON, and no tool schema wants them.
+
+The parser is iterative with an explicit stack, so deep nesting cannot exhaust Python's recursion
+limit, and it reads each character a bounded number of times, so time is linear in the input.
+Values nested deeper than :data:`MAX_DEPTH` are refused, because the layers after the parser
+(repair, ``jsonschema``) walk values recursively.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "LenientJSONError", "LenientResult", "loads_lenient"]
+
+MAX_DEPTH = 100
+"""The deepest nesting of arrays and objects accepted (tool arguments rarely pass 10)."""
+
+
+class LenientJSONError(ValueError):
+    """The text is not JSON even by the lenient rules.
+
+    Attributes:
+        pos: the offset where reading stopped.
+    """
+
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(f"{message} at offset {pos}")
+        self.pos = pos
+
+
+@dataclass(frozen=True, slots=True)
+class LenientResult:
+    """A decoded value and what had to be tolerated to get it.
+
+    Attributes:
+        value: the decoded value.
+        fixes: the names of the tolerances used, in the order first needed, each once.
+        complete: ``False`` when the text ended before the value did (missing closers were added).
+    """
+
+    value: Any
+    fixes: tuple[str, ...] = ()
+    complete: bool = True
+
+
+_WS = re.compile(r"[ \t\r\n\ufeff\u00a0]*")
+_DQ_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_SQ_BODY = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_CONTROL = re.compile(r"[\x00-\x1f]")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d*)?")
+_STRICT_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_IDENT = re.compile(r"[A-Za-z_$][\w$\-]*")
+_NON_FINITE = frozenset({"NaN", "nan", "Infinity", "infinity", "inf", "Inf"})
+_JSON_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
+_PY_LITERALS: dict[str, Any] = {"True": True, "False": False, "None": None}
+_LITERAL_PREFIXES = frozenset(w[:k] for w in (*_JSON_LITERALS, *_PY_LITERALS) for k in range(1, len(w)))
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
+_NUMBER_START = frozenset("-+.0123456789")
+_CLOSER_OF = {"{": "}", "[": "]"}
+_TOKEN = re.compile(
+    r"""[ \t\r\n\ufeff\u00a0]*(?:
+    ([{\[])
+    |([}\]])
+    |(,)
+    |(:)
+    |(")
+    |(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.$])
+    |(true|false|null)(?![\w$-])
+    |(.)
+    )""",
+    re.DOTALL | re.VERBOSE,
+)
+_T_OPEN, _T_CLOSE, _T_COMMA, _T_COLON, _T_STRING, _T_NUMBER, _T_LITERAL, _T_OTHER = range(1, 9)
+_MISSING: Any = object()  # a scalar cut off before anything of it could be read
+
+# Parser states: what the next token may be.
+_VALUE = 0  # any value (top level, after a colon)
+_ARR_FIRST = 1  # a value or "]" (just after "[")
+_ARR_AFTER_COMMA = 2  # a value or "]" (a "]" here means a trailing comma)
+_ARR_NEXT = 3  # "," or "]"
+_OBJ_FIRST = 4  # a key or "}" (just after "{")
+_OBJ_AFTER_COMMA = 5  # a key or "}" (a "}" here means a trailing comma)
+_OBJ_NEXT = 6  # "," or "}"
+_COLON = 7  # ":" after a key
+
+
+def loads_lenient(text: str) -> LenientResult:
+    """Decode ``text`` as JSON, tolerating the mistakes models make.
+
+    Args:
+        text: the text of one JSON value, possibly malformed, cut off, or followed by other text.
+
+    Returns:
+        The value, the fixes that were needed (empty for valid JSON) and whether the value was complete.
+
+    Raises:
+        LenientJSONError: nothing JSON-like starts the text, a token cannot be read, ``NaN`` or
+            ``Infinity`` appears, or the nesting is deeper than :data:`MAX_DEPTH`.
+    """
+    extra_data = False
+    try:
+        result = LenientResult(_DECODER.decode(text))
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            return _Reader(text).read()
+        extra_data = True
+    except LenientJSONError:
+        raise
+    except (ValueError, RecursionError):  # too many digits for int(); nesting too deep for the C decoder
+        return _Reader(text).read()
+    if extra_data:  # valid JSON followed by something: a repeat of it, or prose
+        reader = _Reader(text)
+        start = reader.skip(0)
+        value, end = _DECODER.raw_decode(text, start)
+        reader.after(start, end)
+        result = LenientResult(value, tuple(reader.fixes))
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(result.value) > MAX_DEPTH:
+        raise LenientJSONError(f"nesting deeper than {MAX_DEPTH} levels", 0)
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise LenientJSONError(f"{name} is not a JSON number", 0)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# The string scanner behind ``json`` (C-accelerated; missing from the type stubs).
+scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def _depth(value: Any) -> int:
+    """Return the nesting depth of a decoded value, without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _decode_body(body: str, fixes: list[str]) -> str:
+    """Decode the inside of a string literal, tolerating raw control characters and unknown escapes."""
+    if _CONTROL.search(body):
+        _note(fixes, "raw_newline")
+    if "\\" not in body:
+        return body
+    bad = False
+
+    def unescape(m: re.Match[str]) -> str:
+        nonlocal bad
+        esc = m.group(1)
+        if len(esc) == 5:
+            return chr(int(esc[1:], 16))
+        simple = _SIMPLE_ESCAPES.get(esc)
+        if simple is None:
+            bad = True
+            return m.group(0)
+        return simple
+
+    out = _ESCAPE.sub(unescape, body)
+    if bad:
+        _note(fixes, "bad_escape")
+    if any("\ud800" <= ch <= "\udfff" for ch in out):
+        out = out.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return out
+
+
+def _note(fixes: list[str], fix: str) -> None:
+    if fix not in fixes:
+        fixes.append(fix)
+
+
+class _Reader:
+    """One pass over one text; ``read`` returns the first value and notes what followed it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n = len(text)
+        self.fixes: list[str] = []
+        self.truncated = False
+
+    def read(self) -> LenientResult:
+        start = self.skip(0)
+        if start >= self.n:
+            raise LenientJSONError("no JSON value (the text is empty)", start)
+        value, end = self._value_tree(start)
+        if self.truncated:
+            _note(self.fixes, "missing_closer")
+        else:
+            self.after(start, end)
+        return LenientResult(value, tuple(self.fixes), not self.truncated)
+
+    def after(self, start: int, end: int) -> None:
+        """Note a repeated value or other text after the first complete value."""
+        i = self.skip(end)
+        if i >= self.n:
+            return
+        first = self.text[start:end]
+        if first[0] in "{[" and self.text.startswith(first, i):
+            _note(self.fixes, "duplicated_object")
+            i = self.skip(i + len(first))
+            if i >= self.n:
+                return
+        _note(self.fixes, "trailing_text")
+
+    def skip(self, i: int) -> int:
+        """Skip whitespace, and literal ``\\n``/``\\t``/``\\r`` pairs, which models leave between tokens."""
+        text = self.text
+        while True:
+            i = _WS.match(text, i).end()  # type: ignore[union-attr]  # a star pattern always matches
+            if i + 1 < self.n and text[i] == "\\" and text[i + 1] in "nrt":
+                _note(self.fixes, "stray_escape")
+                i += 2
+                continue
+            return i
+
+    def _value_tree(self, i: int) -> tuple[Any, int]:
+        """Read one value starting at ``i``; return it and the offset after it."""
+        text = self.text
+        n = self.n
+        fixes = self.fixes
+        token = _TOKEN.match
+        root: Any = None
+        stack: list[Any] = []  # open containers, innermost last
+        openers: list[str] = []  # "{" or "[" for each open container
+        keys: list[str | None] = []  # the pending key of each open object (None for arrays)
+        state = _VALUE
+        while True:
+            m = token(text, i)
+            if m is None:  # only whitespace is left
+                if stack:
+                    self.truncated = True
+                    return root, n
+                raise LenientJSONError("the text ends where a value should start", n)
+            kind = m.lastindex
+            pos = m.start(kind)  # type: ignore[arg-type]  # every alternative is a group
+            i = m.end()
+            if kind == _T_OTHER and text[pos] == "\\" and text[pos + 1 : pos + 2] in ("n", "r", "t"):
+                _note(fixes, "stray_escape")
+                i = pos + 2
+                continue
+            if kind == _T_COMMA:
+                if state == _ARR_NEXT:
+                    state = _ARR_AFTER_COMMA
+                elif state == _OBJ_NEXT:
+                    state = _OBJ_AFTER_COMMA
+                else:
+                    raise LenientJSONError("unexpected ','", pos)
+                continue
+            if state == _COLON:
+                if kind == _T_COLON:
+                    state = _VALUE
+                    continue
+                raise LenientJSONError(f"expected ':' after the key, found {text[pos]!r}", pos)
+            if kind == _T_CLOSE:
+                if state == _VALUE:
+                    raise LenientJSONError(f"expected a value, found {text[pos]!r}", pos)
+                if state in (_ARR_AFTER_COMMA, _OBJ_AFTER_COMMA):
+                    _note(fixes, "trailing_comma")
+                closer = text[pos]
+                if _CLOSER_OF[openers[-1]] != closer:
+                    want = "{" if closer == "}" else "["
+                    if want not in openers:
+                        raise LenientJSONError(f"{closer!r} closes nothing that is open", pos)
+                    _note(fixes, "mismatched_closer")
+                    while openers[-1] != want:
+                        stack.pop()
+                        openers.pop()
+                        keys.pop()
+                stack.pop()
+                openers.pop()
+                keys.pop()
+                if not stack:
+                    return root, i
+                state = _OBJ_NEXT if openers[-1] == "{" else _ARR_NEXT
+                continue
+            if kind == _T_COLON:
+                raise LenientJSONError("unexpected ':'", pos)
+            if state >= _OBJ_FIRST:  # a key
+                if state == _OBJ_NEXT:
+                    _note(fixes, "missing_comma")
+                if kind == _T_STRING or text[pos] == "'":
+                    key, i, ok = self._string(pos)
+                elif kind == _T_OPEN:
+                    raise LenientJSONError(f"expected an object key, found {text[pos]!r}", pos)
+                else:
+                    key, i, ok = self._bare_key(pos)
+                if not ok:
+                    self.truncated = True
+                    return root, n
+                keys[-1] = key
+                state = _COLON
+                continue
+            if state == _ARR_NEXT:  # a value
+                _note(fixes, "missing_comma")
+            if kind == _T_OPEN:
+                if len(stack) >= MAX_DEPTH:
+                    raise LenientJSONError(f"nesting deeper than {MAX_DEPTH} levels", pos)
+                opener = text[pos]
+                container: Any = {} if opener == "{" else []
+                if stack:
+                    self._attach(stack, keys, container)
+                else:
+                    root = container
+                stack.append(container)
+                openers.append(opener)
+                keys.append(None)
+                state = _OBJ_FIRST if opener == "{" else _ARR_FIRST
+                continue
+            if kind == _T_NUMBER:
+                value: Any = _to_number(m.group(kind), pos)
+                ok = True
+            elif kind == _T_LITERAL:
+                value = _JSON_LITERALS[m.group(kind)]
+                ok = True
+            elif kind == _T_STRING:
+                value, i, ok = self._string(pos)
+            else:
+                value, i, ok = self._scalar(pos)
+            if not ok:  # cut off inside a scalar at the end of the text
+                self.truncated = True
+                if not stack:
+                    return (None if value is _MISSING else value), n
+                if value is not _MISSING:
+                    self._attach(stack, keys, value)
+                return root, n
+            if not stack:
+                return value, i
+            self._attach(stack, keys, value)
+            state = _OBJ_NEXT if openers[-1] == "{" else _ARR_NEXT
+
+    @staticmethod
+    def _attach(stack: list[Any], keys: list[str | None], value: Any) -> None:
+        if not stack:
+            return
+        parent = stack[-1]
+        if isinstance(parent, dict):
+            key = keys[-1]
+            assert key is not None  # the state machine reads a key before every object value
+            parent[key] = value
+            keys[-1] = None
+        else:
+            parent.append(value)
+
+    def _bare_key(self, i: int) -> tuple[str, int, bool]:
+        """Read an unquoted key (an identifier or a number); ``ok`` is False when the text ends inside it."""
+        m = _IDENT.match(self.text, i) or _NUMBER.match(self.text, i)
+        if m is None:
+            raise LenientJSONError(f"expected an object key, found {self.text[i]!r}", i)
+        if m.end() >= self.n:
+            return "", self.n, False
+        _note(self.fixes, "unquoted_keys")
+        return m.group(), m.end(), True
+
+    def _string(self, i: int) -> tuple[str, int, bool]:
+        """Read a quoted string at ``i``; ``ok`` is False when the text ends inside it."""
+        text = self.text
+        quote = text[i]
+        if quote == '"':
+            try:
+                value, end = scanstring(text, i + 1, True)
+            except ValueError:
+                body_match = _DQ_BODY.match(text, i + 1)
+            else:
+                return value, end, True
+        else:
+            _note(self.fixes, "single_quotes")
+            body_match = _SQ_BODY.match(text, i + 1)
+        assert body_match is not None  # a star pattern always matches
+        end = body_match.end()
+        value = _decode_body(body_match.group(), self.fixes)
+        if end < self.n and text[end] == quote:
+            return value, end + 1, True
+        return value, self.n, False  # cut off (a lone trailing backslash is dropped)
+
+    def _scalar(self, i: int) -> tuple[Any, int, bool]:
+        """Read a string, number or literal at ``i``; ``ok`` is False when cut off at the end."""
+        text = self.text
+        c = text[i]
+        if c == '"' or c == "'":
+            return self._string(i)
+        if c in _NUMBER_START:
+            return self._number(i)
+        m = _IDENT.match(text, i)
+        if m is None:
+            raise LenientJSONError(f"expected a value, found {c!r}", i)
+        word = m.group()
+        if word in _JSON_LITERALS:
+            return _JSON_LITERALS[word], m.end(), True
+        if word in _PY_LITERALS:
+            _note(self.fixes, "python_literals")
+            return _PY_LITERALS[word], m.end(), True
+        if word in _NON_FINITE:
+            raise LenientJSONError(f"{word} is not a JSON number", i)
+        if m.end() >= self.n and word in _LITERAL_PREFIXES:
+            return _MISSING, self.n, False
+        raise LenientJSONError(f"unquoted text {word[:40]!r} where a value should be", i)
+
+    def _number(self, i: int) -> tuple[Any, int, bool]:
+        text = self.text
+        m = _NUMBER.match(text, i)
+        if m is None:
+            rest = text[i + 1 : i + 9].lower()
+            if rest.startswith(("inf", "nan")):
+                raise LenientJSONError("NaN and Infinity are not JSON numbers", i)
+            if i + 1 >= self.n:  # a lone sign at the very end
+                return _MISSING, self.n, False
+            raise LenientJSONError(f"expected a number, found {text[i : i + 10]!r}", i)
+        s = m.group()
+        end = m.end()
+        if _STRICT_NUMBER.fullmatch(s) is None:
+            if s[-1] in "eE+-":  # the exponent was cut off
+                if end >= self.n:
+                    return _to_number(s.rstrip("eE+-"), i), self.n, False
+                raise LenientJSONError(f"malformed number {s!r}", i)
+            _note(self.fixes, "loose_number")
+        return _to_number(s, i), end, True
+
+
+def _to_number(s: str, pos: int) -> int | float:
+    try:
+        if "." in s or "e" in s or "E" in s:
+            return float(s)
+        return int(s)
+    except ValueError as exc:  # e.g. more digits than int() converts
+        raise LenientJSONError(f"unreadable number ({exc})", pos) from exc

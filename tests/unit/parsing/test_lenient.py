@@ -1,0 +1,133 @@
+"""Lenient JSON: each tolerance decodes to the exact value and records its fix by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, LenientResult, loads_lenient
+
+
+def test_valid_json_takes_the_fast_path_with_no_fixes() -> None:
+    """Well-formed JSON decodes exactly, with no fixes and complete=True."""
+    assert loads_lenient('{"city": "Paris", "days": [1, 2.5], "ok": true, "x": null}') == LenientResult(
+        {"city": "Paris", "days": [1, 2.5], "ok": True, "x": None}, (), True
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "fixes"),
+    [
+        ("{'city': 'Paris'}", {"city": "Paris"}, ("single_quotes",)),
+        ("{'q': 'it\\'s \"here\"'}", {"q": 'it\'s "here"'}, ("single_quotes",)),
+        ('{"a": True, "b": False, "c": None}', {"a": True, "b": False, "c": None}, ("python_literals",)),
+        ('{"a": [1, 2,],}', {"a": [1, 2]}, ("trailing_comma",)),
+        ('{"a": 1 "b": 2}', {"a": 1, "b": 2}, ("missing_comma",)),
+        ("{city: 'Paris', max_days: 3}", {"city": "Paris", "max_days": 3}, ("unquoted_keys", "single_quotes")),
+        ('{"note": "line one\nline\ttwo"}', {"note": "line one\nline\ttwo"}, ("raw_newline",)),
+        ('{"path": "C:\\dir"}', {"path": "C:\\dir"}, ("bad_escape",)),
+        ('{"a": .5, "b": +1, "c": 1., "d": 007}', {"a": 0.5, "b": 1, "c": 1.0, "d": 7}, ("loose_number",)),
+        ('{\\n  "city": "Paris"\\n}', {"city": "Paris"}, ("stray_escape",)),
+        ('{"a": [1, 2}', {"a": [1, 2]}, ("mismatched_closer",)),
+        ('{"city": "Paris"}{"city": "Paris"}', {"city": "Paris"}, ("duplicated_object",)),
+        ('{"city": "Paris"} {"city": "Paris"} done', {"city": "Paris"}, ("duplicated_object", "trailing_text")),
+        ('{"city": "Paris"}\nLet me know!', {"city": "Paris"}, ("trailing_text",)),
+        ("[1, 2]]", [1, 2], ("trailing_text",)),
+        ("  {'a': 'x'}  ", {"a": "x"}, ("single_quotes",)),
+    ],
+)
+def test_each_tolerance_is_decoded_and_named(text: str, value: Any, fixes: tuple[str, ...]) -> None:
+    """Each malformation gives the intended value and exactly the fixes it needed."""
+    assert loads_lenient(text) == LenientResult(value, fixes, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"city": "Paris", "units": ["c", "f"', {"city": "Paris", "units": ["c", "f"]}),
+        ('{"city": "Par', {"city": "Par"}),
+        ('{"a": {"b": {"c": 1', {"a": {"b": {"c": 1}}}),
+        ('{"a": 1, "b"', {"a": 1}),
+        ('{"a": 1, "b":', {"a": 1}),
+        ('{"a": 1,', {"a": 1}),
+        ('{"a": tr', {}),
+        ('{"a": 12e', {"a": 12}),
+        ('{"a": "b\\', {"a": "b"}),
+        ('"abc', "abc"),
+        ("[", []),
+    ],
+)
+def test_missing_closers_at_the_end_are_added(text: str, value: Any) -> None:
+    """A value cut off at the end is closed, keeps what was complete, and reports complete=False."""
+    assert loads_lenient(text) == LenientResult(value, ("missing_closer",), False)
+
+
+def test_surrogate_pair_escapes_combine() -> None:
+    """A \\u surrogate pair in a lenient string decodes to one character."""
+    assert loads_lenient("{'e': '\\ud83d\\ude00'}").value == {"e": "\U0001f600"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"a": NaN}', "NaN is not a JSON number"),
+        ('{"a": -Infinity}', "-Infinity is not a JSON number"),
+        ("{'a': NaN}", "NaN is not a JSON number"),
+        ("{'a': -Infinity}", "NaN and Infinity are not JSON numbers"),
+        ("", "no JSON value"),
+        ("   ", "no JSON value"),
+        ("Sure, here you go", "unquoted text 'Sure'"),
+        ('{"city": Paris}', "unquoted text 'Paris'"),
+        ('{"a" 1}', "expected ':' after the key"),
+        ('{"a": }', "expected a value"),
+        ("]", "expected a value"),
+        ('{"a": 1]', "']' closes nothing that is open"),
+    ],
+)
+def test_unreadable_text_raises_a_clear_error(text: str, message: str) -> None:
+    """Text that is not JSON even leniently raises LenientJSONError saying what was wrong."""
+    with pytest.raises(LenientJSONError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        loads_lenient(text)
+
+
+def test_error_is_a_value_error_with_a_position() -> None:
+    """LenientJSONError is a ValueError and carries the offset where reading stopped."""
+    with pytest.raises(ValueError) as info:
+        loads_lenient('{"a": 1, "b": @}')
+    assert isinstance(info.value, LenientJSONError)
+    assert info.value.pos == 14
+
+
+def test_ten_thousand_deep_brackets_are_refused_without_recursion() -> None:
+    """10,000 open brackets raise LenientJSONError (never RecursionError) at the depth limit."""
+    with pytest.raises(LenientJSONError, match=f"nesting deeper than {MAX_DEPTH} levels"):
+        loads_lenient("[" * 10_000)
+    with pytest.raises(LenientJSONError, match="nesting deeper"):
+        loads_lenient("[" * 10_000 + "]" * 10_000)
+    with pytest.raises(LenientJSONError, match="nesting deeper"):
+        loads_lenient('{"a": ' * 10_000)
+
+
+def test_valid_json_deeper_than_the_limit_is_refused() -> None:
+    """Well-formed JSON nested past MAX_DEPTH is refused too, so later layers never recurse too deep."""
+    with pytest.raises(LenientJSONError, match="nesting deeper"):
+        loads_lenient("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+    assert loads_lenient("[" * MAX_DEPTH + "]" * MAX_DEPTH).complete is True
+
+
+def test_one_megabyte_inputs_return() -> None:
+    """A 1 MB malformed object and 1 MB of prose both finish (a value or LenientJSONError)."""
+    big = "{'k': '" + "x" * 1_000_000 + "', 'n': [" + "1, " * 1000 + "],}"
+    result = loads_lenient(big)
+    assert result.fixes == ("single_quotes", "trailing_comma")
+    assert len(result.value["k"]) == 1_000_000
+    assert len(result.value["n"]) == 1000
+    with pytest.raises(LenientJSONError, match="unquoted text"):
+        loads_lenient("word " * 200_000)
+
+
+def test_huge_integer_literal_is_an_error_not_a_crash() -> None:
+    """An integer with more digits than int() converts is a LenientJSONError."""
+    with pytest.raises(LenientJSONError, match="unreadable number"):
+        loads_lenient("{'n': " + "9" * 5000 + "}")
