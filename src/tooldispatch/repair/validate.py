@@ -1,0 +1,274 @@
+"""Validation: a compiled fast check for the valid case, ``jsonschema`` for the verdict and the message.
+
+Most calls are already valid, so the hot path is a check compiled once per schema from the keywords
+tool schemas use (``type``, ``properties``, ``required``, string ``enum``, bounds, ``items``, local
+``$ref``, ``anyOf``). It is deliberately stricter than JSON Schema: it only ever answers "valid and
+nothing to repair"; any doubt (an unknown key, ``5.0`` for an integer, an unsupported keyword) sends
+the call down the repair walk, and the final verdict comes from a Draft 2020-12 ``jsonschema``
+validator (cached per schema).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+
+from tooldispatch.errors import ConfigError
+
+Check = Callable[[Any], bool]
+
+_CACHE_LIMIT = 1024
+_validators: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
+_checks: dict[int, tuple[Mapping[str, Any], Check | None]] = {}
+
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"}
+)
+_CONTAINERS = frozenset({"$defs", "definitions", "$schema"})
+_MAX_COMPILE_DEPTH = 24
+_REQUIRED = re.compile(r"^'(.+)' is a required property$")
+
+
+def validator_for(schema: Mapping[str, Any], *, tool: str = "") -> jsonschema.protocols.Validator:
+    """Return the cached ``jsonschema`` validator for a schema (Draft 2020-12 unless ``$schema`` says otherwise).
+
+    Raises:
+        ConfigError: the schema itself is not a valid JSON Schema.
+    """
+    hit = _validators.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(dict(schema))
+    except SchemaError as exc:
+        raise ConfigError(
+            f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration"
+        ) from exc
+    validator = cls(schema)
+    if len(_validators) >= _CACHE_LIMIT:
+        _validators.clear()
+    _validators[id(schema)] = (schema, validator)
+    return validator
+
+
+def fast_check(schema: Mapping[str, Any]) -> Check | None:
+    """Return the compiled "valid and nothing to repair" check for a schema, or ``None`` if it has none."""
+    hit = _checks.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    check = _compile(schema, schema, 0)
+    if len(_checks) >= _CACHE_LIMIT:
+        _checks.clear()
+    _checks[id(schema)] = (schema, check)
+    return check
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or (type(value) is float and math.isfinite(value))
+
+
+_TYPE_CHECKS: dict[str, Check] = {
+    "string": lambda v: type(v) is str,
+    "integer": lambda v: type(v) is int,
+    "number": _is_number,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+}
+
+
+def _compile(schema: Any, root: Mapping[str, Any], depth: int) -> Check | None:
+    if depth > _MAX_COMPILE_DEPTH:
+        return None
+    if schema is True:
+        return lambda v: True
+    if not isinstance(schema, Mapping):
+        return None
+    keywords = set(schema) - _ANNOTATIONS - _CONTAINERS
+    if "$ref" in keywords:
+        if keywords != {"$ref"}:
+            return None
+        from tooldispatch.repair.types import resolve_ref
+
+        target = resolve_ref(schema, root)
+        return None if target is schema else _compile(target, root, depth + 1)
+    checks: list[Check] = []
+    for keyword in keywords:
+        built = _keyword(keyword, schema, root, depth)
+        if built is None:
+            return None
+        checks.append(built)
+    if not checks:
+        return lambda v: True
+    if len(checks) == 1:
+        return checks[0]
+    return lambda v: all(c(v) for c in checks)
+
+
+def _keyword(keyword: str, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> Check | None:
+    value = schema[keyword]
+    if keyword == "type":
+        return _type_check(value)
+    if keyword == "enum":
+        if not isinstance(value, list) or not all(isinstance(o, str) for o in value):
+            return None
+        options = frozenset(value)
+        return lambda v: type(v) is str and v in options
+    if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return _bound_check(keyword, value)
+    if keyword in ("minLength", "maxLength", "minItems", "maxItems"):
+        return _length_check(keyword, value)
+    if keyword == "properties":
+        return _object_check(schema, root, depth)
+    if keyword in ("required", "additionalProperties"):
+        # Handled by the properties check, which rejects every undeclared key; without properties the
+        # object check still needs them.
+        return _object_check(schema, root, depth) if "properties" not in schema else (lambda v: True)
+    if keyword == "items":
+        item = _compile(value, root, depth + 1)
+        if item is None:
+            return None
+        return lambda v: type(v) is not list or all(item(x) for x in v)
+    if keyword == "anyOf":
+        if not isinstance(value, list) or not value:
+            return None
+        branches = [_compile(b, root, depth + 1) for b in value]
+        if any(b is None for b in branches):
+            return None
+        ready = [b for b in branches if b is not None]
+        return lambda v: any(b(v) for b in ready)
+    return None
+
+
+def _type_check(value: Any) -> Check | None:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(n in _TYPE_CHECKS for n in names):
+        return None
+    checks = [_TYPE_CHECKS[n] for n in names]
+    if len(checks) == 1:
+        return checks[0]
+    return lambda v: any(c(v) for c in checks)
+
+
+def _bound_check(keyword: str, bound: Any) -> Check | None:
+    if not _is_number(bound):
+        return None
+    compare: dict[str, Callable[[Any], bool]] = {
+        "minimum": lambda v: v >= bound,
+        "maximum": lambda v: v <= bound,
+        "exclusiveMinimum": lambda v: v > bound,
+        "exclusiveMaximum": lambda v: v < bound,
+    }
+    test = compare[keyword]
+    return lambda v: not _is_number(v) or bool(test(v))
+
+
+def _length_check(keyword: str, bound: Any) -> Check | None:
+    if type(bound) is not int:
+        return None
+    kind = str if keyword.endswith("Length") else list
+    if keyword.startswith("min"):
+        return lambda v: type(v) is not kind or len(v) >= bound
+    return lambda v: type(v) is not kind or len(v) <= bound
+
+
+def _object_check(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> Check | None:
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(props, Mapping) or not isinstance(required, list):
+        return None
+    compiled: dict[str, Check] = {}
+    for name, sub in props.items():
+        check = _compile(sub, root, depth + 1)
+        if check is None:
+            return None
+        compiled[name] = check
+    needed = tuple(required)
+
+    def check_object(v: Any) -> bool:
+        if type(v) is not dict:
+            return True
+        for name in needed:
+            if name not in v:
+                return False
+        for key, item in v.items():
+            sub = compiled.get(key)
+            if sub is None or not sub(item):
+                return False
+        return True
+
+    return check_object
+
+
+def _render(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _pointer(parts: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _message(error: ValidationError) -> str:
+    where = _pointer(error.absolute_path) or "/"
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    kind = error.validator
+    if kind == "required":
+        props = schema.get("properties")
+        found = _REQUIRED.match(error.message)
+        missing = found.group(1) if found else error.message
+        known = f"; declared: {', '.join(props)}" if isinstance(props, Mapping) and props else ""
+        return f"{where}: missing required argument {json.dumps(missing)}{known}"
+    if kind == "enum":
+        options = error.validator_value if isinstance(error.validator_value, list) else []
+        allowed = ", ".join(_render(o) for o in options)
+        return f"{where}: {_render(error.instance)} is not an allowed value; allowed: {allowed}"
+    if kind == "type":
+        expected = error.validator_value
+        expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        return f"{where}: expected {expected_text}, got {_render(error.instance)}"
+    if kind == "additionalProperties":
+        props = schema.get("properties")
+        known = ", ".join(props) if isinstance(props, Mapping) and props else "none"
+        given = error.instance if isinstance(error.instance, Mapping) else {}
+        extra = sorted(k for k in given if not isinstance(props, Mapping) or k not in props)
+        unknown = ", ".join(json.dumps(k) for k in extra)
+        return f"{where}: unknown argument(s) {unknown}; declared: {known}"
+    return f"{where}: {_render(error.instance)} is invalid: {error.message}"
+
+
+def schema_errors(
+    arguments: Any, schema: Mapping[str, Any], *, tool: str = "", limit: int = 5
+) -> list[tuple[str, str]]:
+    """Validate ``arguments`` against ``schema`` with ``jsonschema``.
+
+    Returns:
+        Up to ``limit`` errors, most relevant first, each as ``(json_pointer, message)``; empty when valid.
+
+    Raises:
+        ConfigError: the schema itself is invalid.
+    """
+    validator = validator_for(schema, tool=tool)
+    out: list[tuple[str, str]] = []
+    try:
+        for error in validator.iter_errors(arguments):
+            specific = best_match([error]) or error
+            entry = (_pointer(specific.absolute_path), _message(specific))
+            if entry not in out:
+                out.append(entry)
+            if len(out) >= limit:
+                break
+    except RecursionError:
+        return [("/", "/: the arguments are nested too deeply to validate")]
+    return out
