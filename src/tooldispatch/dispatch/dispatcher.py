@@ -1,0 +1,702 @@
+"""The dispatcher: one call from the model to the tool and back, safely.
+
+Pipeline for each call (one async implementation; ``dispatch`` is a thin sync wrapper):
+
+1. name admission: an unknown tool is rejected as ``tool_hallucination`` with the nearest names;
+2. validation (null optionals dropped, strict requireds), rejected as ``validation``;
+3. idempotency lookup (side-effecting tools): replay, ``idempotency_conflict`` or ``idempotency_mismatch``;
+4. resource admission: quota (``quota_exceeded``), fresh state (``stale_state_must_refresh``), approval
+   (``awaiting_approval``, persisted, resumed by ``approve``);
+5. the in-flight idempotency record is committed, and the quota counted, just before invocation;
+6. execution under the tool's timer (started at invocation), with retries as ``retry.decide`` allows;
+7. the result is serialized to JSON, bounded for the model, stored in full, and traced.
+
+Compensations (``rollback`` and a failure in a saga) skip resource admission: undoing must not be
+blocked by a quota, stale state or an approval queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tooldispatch.dispatch import admission
+from tooldispatch.dispatch.bounding import bound
+from tooldispatch.dispatch.clock import Clock, SystemClock
+from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, RemoteToolException
+from tooldispatch.dispatch.idempotency import IdempotencyStore, Record, fingerprint, judge, make_key
+from tooldispatch.dispatch.metrics import MetricsReport, report
+from tooldispatch.dispatch.registry import Registry, ToolDef
+from tooldispatch.dispatch.result import DispatchResult, Status, error_envelope
+from tooldispatch.dispatch.retry import Phase, decide, is_permanent, phase_of
+from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, inverse_args
+from tooldispatch.dispatch.state import PendingApproval, State
+from tooldispatch.dispatch.trace import DispatchTrace, mask
+from tooldispatch.dispatch.validate import validate_args
+from tooldispatch.errors import ConfigError, ToolError, ToolTimeout
+from tooldispatch.store import Store
+
+T = TypeVar("T")
+CallInput = Any  # a ToolCall, a {"name", "arguments"} mapping, or a (name, arguments) pair
+
+
+@dataclass(slots=True)
+class _Call:
+    """Mutable facts gathered while one call moves through the pipeline."""
+
+    trace_id: str
+    session_id: str
+    name: str
+    raw_args: Any
+    trigger: str
+    call_id: str | None
+    t0: float
+    wall0: float
+    tool: ToolDef | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    repairs: list[Any] = field(default_factory=list)
+    latencies: dict[str, float] = field(default_factory=dict)
+    attempts: int = 0
+    retried: bool = False
+    idem_key: str | None = None
+    approval_id: str | None = None
+    approved: bool = False
+    compensation: SagaEntry | None = None
+    possibly_running: bool = False
+    bounded_chars: int = 0
+
+
+class Dispatcher:
+    """Runs tool calls from a model against a ``Registry``, with state in SQLite.
+
+    Args:
+        registry: the tools.
+        store: a SQLite file path, ``":memory:"``, or an open ``Store``.
+        clock: time source (tests pass a ``ManualClock``).
+        sleep: how retries wait (default ``asyncio.sleep``).
+        rand: uniform [0, 1) source for retry jitter.
+        compensate_on_failure: run the session's pending compensations when a side-effecting call fails
+            during execution (the saga aborts).
+        max_workers: worker threads for sync tools.
+
+    Attributes:
+        warnings: registry warnings plus descriptions changed under the same version.
+
+    Raises:
+        RegistrationError: tools reference missing compensations or refreshers.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        store: str | Path | Store = ":memory:",
+        *,
+        clock: Clock | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        rand: Callable[[], float] = random.random,
+        compensate_on_failure: bool = True,
+        max_workers: int = 32,
+    ) -> None:
+        registry.check()
+        self.registry = registry
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.clock: Clock = clock or SystemClock()
+        self._sleep = sleep or asyncio.sleep
+        self._rand = rand
+        self.compensate_on_failure = compensate_on_failure
+        self._state = State(self.store)
+        self._idem = IdempotencyStore(self.store)
+        self._saga = SagaJournal(self.store)
+        self._executor = Executor(max_workers=max_workers, monotonic=self.clock.monotonic)
+        self._local = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._loops_lock = threading.Lock()
+        now = self.clock.time()
+        self.warnings: list[str] = list(registry.warnings)
+        for tool in registry:
+            change = self._state.pin_description(tool, now)
+            if change:
+                self.warnings.append(change)
+
+    # ------------------------------------------------------------------ public API
+
+    def dispatch(self, name: str, args: Any = None, **options: Any) -> DispatchResult:
+        """Run one call synchronously; same options and semantics as ``adispatch``.
+
+        Raises:
+            ConfigError: called from inside a running event loop (use ``await adispatch(...)`` there).
+        """
+        return self._run_sync(self.adispatch(name, args, **options))
+
+    async def adispatch(
+        self,
+        name: str,
+        args: Any = None,
+        *,
+        session_id: str = "default",
+        trigger: str = "model",
+        call_id: str | None = None,
+        model_latency_s: float | None = None,
+        reasoning_s: float | None = None,
+        repairs: Sequence[Any] = (),
+    ) -> DispatchResult:
+        """Run one call: admission, validation, idempotency, execution under the tool's timer, retries,
+        bounding, tracing.
+
+        Args:
+            name: the tool name the model used.
+            args: the arguments (a dict, or a JSON object as text).
+            session_id: the session: scope of quotas, freshness, idempotency keys and the saga.
+            trigger: what caused the call (``model``, ``user``, ...), recorded in the trace.
+            call_id: the model's tool-call id, recorded and used in the tool message.
+            model_latency_s: time the model took for the turn, for the trace.
+            reasoning_s: time spent reasoning, for the trace.
+            repairs: repairs the parser made to this call, for the trace.
+
+        Returns:
+            The result; tool failures never raise, they come back as ``status="error"`` with a
+            model-visible JSON envelope in ``content``.
+        """
+        call = self._new_call(name, args, session_id, trigger, call_id)
+        call.repairs.extend(repairs)
+        if model_latency_s is not None:
+            call.latencies["model"] = float(model_latency_s)
+        if reasoning_s is not None:
+            call.latencies["reasoning"] = float(reasoning_s)
+        return await self._pipeline(call)
+
+    def dispatch_many(self, calls: Iterable[CallInput], **options: Any) -> list[DispatchResult]:
+        """Run several calls synchronously; see ``adispatch_many``."""
+        return self._run_sync(self.adispatch_many(calls, **options))
+
+    async def adispatch_many(self, calls: Iterable[CallInput], **options: Any) -> list[DispatchResult]:
+        """Run several calls: consecutive read-only, concurrency-safe calls in parallel, the others in order.
+
+        Args:
+            calls: ``ToolCall`` values, ``{"name", "arguments"[, "id"]}`` mappings or ``(name, arguments)`` pairs.
+            **options: passed to ``adispatch`` for every call (``session_id``, ``trigger``, ...).
+
+        Returns:
+            One result per call, in the order given.
+        """
+        items = [_call_parts(c) for c in calls]
+        results: list[DispatchResult | None] = [None] * len(items)
+        index = 0
+        while index < len(items):
+            batch = [index]
+            tool = self.registry.get(items[index][0])
+            if tool is not None and tool.parallel_safe:
+                while index + len(batch) < len(items):
+                    nxt = self.registry.get(items[index + len(batch)][0])
+                    if nxt is None or not nxt.parallel_safe:
+                        break
+                    batch.append(index + len(batch))
+            outs = await asyncio.gather(
+                *(
+                    self.adispatch(
+                        items[i][0], items[i][1], **{**options, "call_id": items[i][2] or options.get("call_id")}
+                    )
+                    for i in batch
+                )
+            )
+            for i, out in zip(batch, outs, strict=True):
+                results[i] = out
+            index += len(batch)
+        return [r for r in results if r is not None]
+
+    def approve(self, approval_id: str, args: Mapping[str, Any] | None = None) -> DispatchResult:
+        """Approve a suspended call and run it now (synchronously); see ``aapprove``."""
+        return self._run_sync(self.aapprove(approval_id, args))
+
+    async def aapprove(self, approval_id: str, args: Mapping[str, Any] | None = None) -> DispatchResult:
+        """Approve a suspended call and run it, optionally with arguments a person edited.
+
+        The call goes through validation, idempotency, quota and freshness again (state may have changed
+        while it waited); its timer starts when it is invoked.
+
+        Raises:
+            ConfigError: the approval id is unknown or was already decided.
+        """
+        record = self._state.decide_approval(approval_id, "approved", None, self.clock.time())
+        if record is None:
+            raise ConfigError(self._approval_missing(approval_id))
+        call = self._new_call(
+            record.tool, dict(args) if args is not None else record.args, record.session_id, "approval", None
+        )
+        call.approval_id, call.approved = approval_id, True
+        if args is not None:
+            call.repairs.append({"kind": "approval_edit", "path": "", "before": record.args, "after": dict(args)})
+        return await self._pipeline(call)
+
+    def deny(self, approval_id: str, reason: str = "denied") -> DispatchResult:
+        """Deny a suspended call: it never runs, and the result tells the model why.
+
+        Raises:
+            ConfigError: the approval id is unknown or was already decided.
+        """
+        record = self._state.decide_approval(approval_id, "denied", reason, self.clock.time())
+        if record is None:
+            raise ConfigError(self._approval_missing(approval_id))
+        call = self._new_call(record.tool, record.args, record.session_id, "approval", None)
+        call.approval_id, call.args = approval_id, record.args
+        call.tool = self.registry.get(record.tool)
+        return self._reject(
+            call,
+            "approval_denied",
+            f"a person denied this {record.tool} call: {reason}",
+            "do not call it again with these arguments; tell the user or choose another action",
+            recoverable=True,
+        )
+
+    def approvals(self, state: str | None = "pending") -> list[PendingApproval]:
+        """Suspended calls (``state=None`` for every approval record)."""
+        return self._state.approvals(state)
+
+    def rollback(self, session_id: str) -> list[DispatchResult]:
+        """Run the session's pending compensations, newest first (synchronously); see ``arollback``."""
+        return self._run_sync(self.arollback(session_id))
+
+    async def arollback(self, session_id: str) -> list[DispatchResult]:
+        """Run the session's pending compensations, newest first; each is traced and marked done.
+
+        Returns:
+            One result per compensation, in the order run.
+        """
+        results = []
+        for entry in self._saga.pending(session_id):
+            if not self._saga.take(entry.id):
+                continue
+            call = self._new_call(entry.inverse_tool, entry.inverse_args, session_id, "compensation", None)
+            call.compensation = entry
+            result = await self._pipeline(call)
+            self._saga.finish(entry.id, ok=result.ok, trace_id=result.trace.id)
+            if result.ok and entry.idempotency_key:
+                self._idem.release(entry.idempotency_key)
+            results.append(result)
+        return results
+
+    def saga(self, session_id: str) -> list[SagaEntry]:
+        """The session's saga journal, oldest first."""
+        return self._saga.entries(session_id)
+
+    def metrics(self, tool: str | None = None) -> MetricsReport:
+        """Per-tool rates over the persisted traces, flagged against the action thresholds."""
+        return report([t.to_dict() for t in self._state.traces(tool=tool)])
+
+    def trace(self, trace_id: str) -> DispatchTrace | None:
+        """A persisted trace."""
+        return self._state.trace(trace_id)
+
+    def traces(
+        self, *, session_id: str | None = None, tool: str | None = None, limit: int | None = None
+    ) -> list[DispatchTrace]:
+        """Persisted traces, oldest first (the newest ``limit`` when given)."""
+        return self._state.traces(session_id=session_id, tool=tool, limit=limit)
+
+    def full_result(self, trace_id: str) -> str | None:
+        """The full, unbounded result text of a call."""
+        return self._state.full_result(trace_id)
+
+    def close(self) -> None:
+        """Release worker threads, event loops and the store."""
+        self._executor.close()
+        with self._loops_lock:
+            for loop in self._loops:
+                if not loop.is_running() and not loop.is_closed():
+                    loop.close()
+            self._loops.clear()
+        self.store.close()
+
+    # ------------------------------------------------------------------ the pipeline
+
+    def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> _Call:
+        return _Call(
+            trace_id=uuid.uuid4().hex,
+            session_id=str(session_id),
+            name=str(name),
+            raw_args=args,
+            trigger=trigger,
+            call_id=call_id,
+            t0=self.clock.monotonic(),
+            wall0=self.clock.time(),
+        )
+
+    async def _pipeline(self, call: _Call) -> DispatchResult:
+        tool = self.registry.get(call.name)
+        if tool is None:
+            verdict = admission.admit_name(call.name, self.registry.names)
+            return self._reject(call, verdict.reason or "tool_hallucination", verdict.message, verdict.suggestion)
+        call.tool = tool
+        raw = call.raw_args
+        if isinstance(raw, str | bytes):
+            try:
+                raw = json.loads(raw) if raw.strip() else {}
+            except ValueError as exc:
+                return self._reject(
+                    call,
+                    "validation",
+                    f"the arguments are not valid JSON ({exc})",
+                    "send the arguments as one JSON object",
+                )
+        checked = validate_args(tool, raw)
+        call.args = checked.args
+        call.repairs.extend(checked.repairs)
+        if not checked.ok:
+            return self._reject(call, "validation", checked.message, "fix the arguments as described and call again")
+        if tool.side_effecting:
+            call.idem_key = (
+                _compensation_key(call.compensation)
+                if call.compensation
+                else make_key(call.session_id, tool, call.args)
+            )
+            existing = self._idem.lookup(call.idem_key, self.clock.time())
+            if existing is not None:
+                return self._answer_existing(call, existing)
+        if call.compensation is None:
+            rejected = self._admit_resources(call, tool)
+            if rejected is not None:
+                return rejected
+        if call.idem_key is not None:
+            existing = self._idem.claim(
+                call.idem_key,
+                session_id=call.session_id,
+                tool=tool.name,
+                fp=fingerprint(call.args),
+                trace_id=call.trace_id,
+                now=self.clock.time(),
+                ttl_s=tool.idempotency_ttl_s,
+            )
+            if existing is not None:
+                return self._answer_existing(call, existing)
+        scope = admission.quota_scope(tool, call.args, call.session_id) if call.compensation is None else None
+        if (
+            scope is not None
+            and tool.quota is not None
+            and self._state.take_quota(tool.name, scope, tool.quota.limit) is None
+        ):
+            if call.idem_key is not None:
+                self._idem.release(call.idem_key)
+            verdict = admission.admit_quota(tool, call.args, tool.quota.limit)
+            return self._reject(call, "quota_exceeded", verdict.message, verdict.suggestion)
+        return await self._execute(call, tool)
+
+    def _admit_resources(self, call: _Call, tool: ToolDef) -> DispatchResult | None:
+        scope = admission.quota_scope(tool, call.args, call.session_id)
+        if scope is not None:
+            verdict = admission.admit_quota(tool, call.args, self._state.quota_used(tool.name, scope))
+            if verdict.outcome == "reject":
+                return self._reject(call, verdict.reason or "quota_exceeded", verdict.message, verdict.suggestion)
+        fresh = tool.requires_fresh_state
+        if fresh is not None:
+            verdict = admission.admit_freshness(
+                tool,
+                self._state.refreshed_at(call.session_id, fresh.resource),
+                self.clock.time(),
+                self.registry.refresher_for(fresh.resource),
+            )
+            if verdict.outcome == "reject":
+                return self._reject(
+                    call, verdict.reason or "stale_state_must_refresh", verdict.message, verdict.suggestion
+                )
+        verdict = admission.admit_approval(tool, call.approved)
+        if verdict.outcome == "approval":
+            call.approval_id = f"apr_{uuid.uuid4().hex[:16]}"
+            self._state.add_approval(
+                call.approval_id,
+                session_id=call.session_id,
+                tool=tool.name,
+                args=call.args,
+                trigger=call.trigger,
+                trace_id=call.trace_id,
+                now=self.clock.time(),
+            )
+            content = json.dumps(
+                {
+                    "status": "awaiting_approval",
+                    "tool": tool.name,
+                    "approval_id": call.approval_id,
+                    "message": verdict.message,
+                    "suggestion": verdict.suggestion,
+                },
+                ensure_ascii=False,
+            )
+            return self._finish(call, "awaiting_approval", "awaiting_approval", content, full=None)
+        return None
+
+    def _answer_existing(self, call: _Call, record: Record) -> DispatchResult:
+        assert call.tool is not None
+        verdict = judge(record, fingerprint(call.args), call.tool.name)
+        if verdict.action == "replay":
+            status: Status = "ok" if record.status == "ok" else "error"
+            return self._finish(
+                call, status, "idempotent_replay", record.content or "", full=None, extra={"replay_of": record.trace_id}
+            )
+        return self._reject(
+            call,
+            verdict.action,
+            verdict.message,
+            verdict.suggestion,
+            recoverable=verdict.action == "idempotency_mismatch",
+        )
+
+    async def _execute(self, call: _Call, tool: ToolDef) -> DispatchResult:
+        call.latencies["admission"] = self.clock.monotonic() - call.t0
+        tool_time = 0.0
+        error: BaseException | None = None
+        phase: Phase = "during"
+        value: Any = None
+        text: str | None = None
+        while True:
+            call.attempts += 1
+            attempt = await self._executor.run(tool, call.args)
+            tool_time += attempt.elapsed_s
+            error, phase = None, "during"
+            if attempt.timed_out:
+                error = ToolTimeout(f"{tool.name} did not finish within {tool.timeout_s:g} s")
+                call.possibly_running = call.possibly_running or attempt.possibly_running
+            elif attempt.error is not None:
+                error = attempt.error
+                phase = "after" if isinstance(error, InvalidResult) else phase_of(error)
+            else:
+                try:
+                    text = json.dumps(attempt.value, ensure_ascii=False, allow_nan=False)
+                    value = attempt.value
+                except (TypeError, ValueError) as exc:
+                    error = InvalidResult(f"{type(attempt.value).__name__} is not JSON-serializable ({exc})")
+                    phase = "after"
+            if error is None:
+                break
+            if isinstance(error, InvalidResult):
+                break
+            decision = decide(tool.read_only, phase, error, call.attempts, tool.max_attempts, rand=self._rand)
+            if not decision.retry:
+                break
+            call.retried = True
+            await self._sleep(decision.delay_s)
+        call.latencies["tool"] = tool_time
+        if error is None and text is not None:
+            return self._succeed(call, tool, value, text)
+        assert error is not None
+        return await self._fail(call, tool, error, phase)
+
+    def _succeed(self, call: _Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
+        shown = bound(text, tool.result_max_chars, call.trace_id)
+        call.bounded_chars = shown.omitted
+        now = self.clock.time()
+        if call.idem_key is not None:
+            self._idem.complete(call.idem_key, status="ok", reason=None, content=shown.text)
+        if tool.refreshes:
+            self._state.stamp_fresh(call.session_id, tool.refreshes, now)
+        if tool.compensate and call.compensation is None:
+            inverse = self.registry[tool.compensate]
+            self._saga.record(
+                session_id=call.session_id,
+                trace_id=call.trace_id,
+                tool=tool.name,
+                inverse_tool=inverse.name,
+                args=inverse_args(inverse, call.args, value),
+                idempotency_key=call.idem_key,
+                now=now,
+            )
+        return self._finish(call, "ok", None, shown.text, full=text, value=value)
+
+    async def _fail(self, call: _Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
+        reason, message, suggestion, recoverable = _describe_failure(tool, error, phase)
+        unknown_outcome = tool.side_effecting and phase != "before" and not is_permanent(error)
+        if call.retried:
+            message += f" (after {call.attempts} attempts)"
+        content = error_envelope(
+            reason,
+            tool.name,
+            message,
+            recoverable=recoverable,
+            attempts=call.attempts,
+            retried=call.retried,
+            suggestion=suggestion,
+        )
+        if call.idem_key is not None:
+            if not unknown_outcome:
+                self._idem.release(call.idem_key)
+            elif isinstance(error, ToolTimeout | ChildProcessDied):
+                self._idem.mark_unknown(call.idem_key, reason=reason, content=content)
+            else:
+                self._idem.complete(call.idem_key, status="error", reason=reason, content=content)
+        result = self._finish(
+            call, "error", reason, content, full=None, error_type=type(error).__name__, message=message
+        )
+        if (
+            unknown_outcome
+            and self.compensate_on_failure
+            and call.compensation is None
+            and self._saga.pending(call.session_id)
+        ):
+            await self.arollback(call.session_id)
+        return result
+
+    def _reject(
+        self, call: _Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True
+    ) -> DispatchResult:
+        content = error_envelope(
+            reason, call.name, message, recoverable=recoverable, attempts=0, retried=False, suggestion=suggestion
+        )
+        return self._finish(call, "rejected", reason, content, full=None, message=message)
+
+    def _finish(
+        self,
+        call: _Call,
+        status: Status,
+        reason: str | None,
+        content: str,
+        *,
+        full: str | None,
+        value: Any = None,
+        error_type: str | None = None,
+        message: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> DispatchResult:
+        call.latencies["total"] = self.clock.monotonic() - call.t0
+        call.latencies.setdefault("admission", call.latencies["total"])
+        call.latencies.setdefault("tool", 0.0)
+        tool = call.tool
+        params = call.args if call.args or not isinstance(call.raw_args, Mapping) else dict(call.raw_args)
+        trace = DispatchTrace(
+            id=call.trace_id,
+            session_id=call.session_id,
+            tool=call.name,
+            params=mask(params, tool.sensitive_fields) if tool else dict(params),
+            trigger=call.trigger,
+            status=status,
+            reason=reason,
+            attempts=call.attempts,
+            retried=call.retried,
+            repairs=tuple(call.repairs),
+            latencies=dict(call.latencies),
+            started_at=call.wall0,
+            ended_at=self.clock.time(),
+            call_id=call.call_id,
+            version=tool.version if tool else None,
+            idempotency_key=call.idem_key,
+            bounded_chars=call.bounded_chars,
+            possibly_running=call.possibly_running,
+            approval_id=call.approval_id,
+            error_type=error_type or (reason if status == "rejected" else None),
+            message=message,
+            compensation_of=call.compensation.trace_id if call.compensation else None,
+            extra=dict(extra or {}),
+        )
+        self._state.save_trace(trace, full)
+        return DispatchResult(
+            status=status,
+            reason=reason,
+            content=content,
+            trace=trace,
+            value=value,
+            approval_id=call.approval_id if status == "awaiting_approval" else None,
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _approval_missing(self, approval_id: str) -> str:
+        record = self._state.approval(approval_id)
+        if record is None:
+            return f"no approval {approval_id!r}; list pending ones with Dispatcher.approvals()"
+        return f"approval {approval_id!r} was already {record.state}; each approval is decided once"
+
+    def _run_sync(self, coro: Awaitable[T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            close = getattr(coro, "close", None)
+            if close is not None:
+                close()
+            raise ConfigError("the sync API was called inside a running event loop; await the a-prefixed method")
+        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            self._local.loop = loop
+            with self._loops_lock:
+                self._loops.append(loop)
+        return loop.run_until_complete(coro)
+
+
+def _compensation_key(entry: SagaEntry) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"saga:{entry.session_id}:{entry.id}".encode()).hexdigest()
+
+
+def _call_parts(item: CallInput) -> tuple[str, Any, str | None]:
+    if isinstance(item, Mapping):
+        inner = item.get("function")
+        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else item
+        return str(fn.get("name")), fn.get("arguments"), item.get("id")
+    if isinstance(item, tuple | list) and len(item) == 2:
+        return str(item[0]), item[1], None
+    name = getattr(item, "name", None)
+    if name is not None:
+        return str(name), getattr(item, "arguments", None), getattr(item, "id", None)
+    raise ConfigError(f"cannot read a call from {item!r:.120}; pass ToolCall values, mappings or (name, args) pairs")
+
+
+def _describe_failure(tool: ToolDef, error: BaseException, phase: Phase) -> tuple[str, str, str | None, bool]:
+    """Reason, message, suggestion and recoverability for a failed call."""
+    side = tool.side_effecting
+    if isinstance(error, ToolTimeout):
+        if side:
+            return (
+                "timeout",
+                str(error),
+                "the action may or may not have happened; check the state with a read-only tool before "
+                "doing anything else",
+                False,
+            )
+        return "timeout", str(error), "try again later, or ask for less", True
+    if isinstance(error, InvalidResult):
+        return (
+            "invalid_result",
+            f"{tool.name} returned a value that is not JSON: {error}",
+            "this is a bug in the tool; do not call it again and tell the user",
+            False,
+        )
+    if isinstance(error, ToolError):
+        detail = f"{tool.name} failed: {error}" + (f" (status {error.status})" if error.status else "")
+        if is_permanent(error):
+            return "tool_error", detail, "the request was refused; change the arguments or the plan", True
+        if phase == "before" or not side:
+            return "tool_error", detail, "the service is unavailable; try again later", True
+        return (
+            "tool_error",
+            detail,
+            "the action may or may not have happened; check the state before doing anything else",
+            False,
+        )
+    if isinstance(error, ChildProcessDied):
+        return (
+            "exception",
+            f"{tool.name} crashed: {error}",
+            "the action may or may not have happened; check the state and tell the user"
+            if side
+            else "do not call it again with the same arguments; tell the user",
+            False,
+        )
+    if isinstance(error, ConnectionRefusedError | OSError) and phase == "before":
+        return "tool_error", f"{tool.name} could not reach its service: {error}", "try again later", True
+    name = error.type_name if isinstance(error, RemoteToolException) else type(error).__name__
+    text = str(error) if isinstance(error, RemoteToolException) else f"{name}: {error}"
+    return (
+        "exception",
+        f"{tool.name} raised an unexpected error: {text}",
+        "the action may or may not have happened; check the state and tell the user"
+        if side
+        else "do not call it again with the same arguments; tell the user",
+        False,
+    )

@@ -1,0 +1,196 @@
+"""Run one attempt of a tool under its timer, which starts when the tool is invoked.
+
+- ``async def`` tools run on the loop and are cancelled at the deadline.
+- Sync tools run in a worker thread. Python cannot stop a thread, so a timed-out one is abandoned and
+  recorded as possibly still running.
+- Tools registered with ``isolation="process"`` run in a fresh child process (``spawn``). The child
+  reports when it invokes the function, the deadline counts from then, and the child is killed when it
+  passes. Results cross the process boundary as JSON text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import multiprocessing
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tooldispatch.dispatch.registry import ToolDef
+from tooldispatch.errors import ToolError
+
+PROCESS_START_TIMEOUT_S = 60.0
+
+
+class RemoteToolException(Exception):
+    """An exception raised inside a child process, carried back by type name and message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+
+
+class ChildProcessDied(Exception):
+    """A tool's child process ended without reporting a result."""
+
+
+class InvalidResult(Exception):
+    """A tool returned a value that is not JSON-serializable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The outcome of one invocation.
+
+    Attributes:
+        value: what the tool returned (when it did not fail).
+        error: the exception, if it failed.
+        timed_out: it ran past its timeout.
+        possibly_running: a timed-out sync tool whose thread could not be stopped.
+        elapsed_s: seconds from invocation to outcome, on the dispatcher's clock.
+    """
+
+    value: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    possibly_running: bool = False
+    elapsed_s: float = 0.0
+
+
+class Executor:
+    """Runs tool attempts; owns the worker threads.
+
+    Args:
+        max_workers: worker threads for sync tools (abandoned timed-out calls keep theirs until they end).
+        monotonic: the clock for ``elapsed_s``.
+    """
+
+    def __init__(self, *, max_workers: int = 32, monotonic: Callable[[], float] = time.perf_counter) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tooldispatch-tool")
+        self._monotonic = monotonic
+
+    async def run(self, tool: ToolDef, args: dict[str, Any]) -> Attempt:
+        """Invoke ``tool`` once with ``args`` under ``tool.timeout_s``; never raises for tool failures."""
+        if tool.isolation == "process":
+            return await self._run_process(tool, args)
+        start = self._monotonic()
+        loop = asyncio.get_running_loop()
+        if tool.is_async:
+            try:
+                value = await asyncio.wait_for(tool.fn(**args), tool.timeout_s)
+            except TimeoutError:
+                return Attempt(timed_out=True, elapsed_s=self._monotonic() - start)
+            except Exception as exc:
+                return Attempt(error=exc, elapsed_s=self._monotonic() - start)
+            return Attempt(value=value, elapsed_s=self._monotonic() - start)
+        future = loop.run_in_executor(self._pool, functools.partial(tool.fn, **args))
+        try:
+            value = await asyncio.wait_for(future, tool.timeout_s)
+        except TimeoutError:
+            return Attempt(timed_out=True, possibly_running=True, elapsed_s=self._monotonic() - start)
+        except Exception as exc:
+            return Attempt(error=exc, elapsed_s=self._monotonic() - start)
+        return Attempt(value=value, elapsed_s=self._monotonic() - start)
+
+    async def _run_process(self, tool: ToolDef, args: dict[str, Any]) -> Attempt:
+        started: list[float] = []
+        loop = asyncio.get_running_loop()
+
+        def on_start() -> None:
+            started.append(self._monotonic())
+
+        outcome = await loop.run_in_executor(self._pool, _run_in_child, tool.fn, args, tool.timeout_s, on_start)
+        begin = started[0] if started else self._monotonic()
+        kind, payload = outcome
+        elapsed = self._monotonic() - begin
+        if kind == "timeout":
+            return Attempt(timed_out=True, elapsed_s=elapsed)
+        if kind == "ok":
+            return Attempt(value=json.loads(payload), elapsed_s=elapsed)
+        return Attempt(error=payload, elapsed_s=elapsed)
+
+    def close(self) -> None:
+        """Stop accepting work; running threads are not waited for."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_in_child(
+    fn: Callable[..., Any], args: dict[str, Any], timeout_s: float, on_start: Callable[[], None]
+) -> tuple[str, Any]:
+    """Start the child, wait for its start signal, then wait at most ``timeout_s`` for its result."""
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, args=(sender, fn, args), daemon=True)
+    proc.start()
+    sender.close()
+    try:
+        if not receiver.poll(PROCESS_START_TIMEOUT_S):
+            proc.kill()
+            proc.join()
+            return "error", ChildProcessDied(f"the tool's process did not start within {PROCESS_START_TIMEOUT_S:g} s")
+        try:
+            receiver.recv()
+        except EOFError:
+            proc.join()
+            return "error", ChildProcessDied(f"the tool's process exited with code {proc.exitcode} before starting")
+        on_start()
+        if not receiver.poll(timeout_s):
+            proc.kill()
+            proc.join()
+            return "timeout", None
+        try:
+            message = receiver.recv()
+        except EOFError:
+            proc.join()
+            return "error", ChildProcessDied(f"the tool's process exited with code {proc.exitcode} mid-call")
+    finally:
+        receiver.close()
+    proc.join()
+    return _decode(message)
+
+
+def _decode(message: tuple[Any, ...]) -> tuple[str, Any]:
+    kind = message[0]
+    if kind == "ok":
+        return "ok", message[1]
+    if kind == "invalid_result":
+        return "error", InvalidResult(message[1])
+    type_name, text, attrs = message[1], message[2], message[3]
+    if type_name == "ToolError":
+        return "error", ToolError(text, **attrs)
+    if type_name == "ConnectionRefusedError":
+        return "error", ConnectionRefusedError(text)
+    if type_name == "gaierror":
+        return "error", socket.gaierror(text)
+    return "error", RemoteToolException(type_name, text)
+
+
+def _child_main(sender: Connection, fn: Callable[..., Any], args: dict[str, Any]) -> None:
+    """Entry point of the child process: signal the start, call the tool, send back JSON or the error."""
+    sender.send(("start",))
+    try:
+        value = fn(**args)
+    except BaseException as exc:
+        attrs: dict[str, Any] = {}
+        if isinstance(exc, ToolError):
+            attrs = {
+                "retryable": exc.retryable,
+                "retry_after": exc.retry_after,
+                "status": exc.status,
+                "before_execution": exc.before_execution,
+            }
+        name = "ToolError" if isinstance(exc, ToolError) else type(exc).__name__
+        sender.send(("error", name, str(exc), attrs))
+        return
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        sender.send(("invalid_result", f"{type(value).__name__} is not JSON-serializable ({exc})"))
+        return
+    sender.send(("ok", text))

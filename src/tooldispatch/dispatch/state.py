@@ -1,0 +1,206 @@
+"""Admission state and approvals in the SQLite store: quota counters, freshness stamps, pending approvals,
+pinned description hashes, and persisted traces."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tooldispatch.dispatch.registry import ToolDef
+from tooldispatch.dispatch.trace import DispatchTrace
+from tooldispatch.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A suspended call.
+
+    Attributes:
+        id: the approval id to pass to ``approve`` or ``deny``.
+        session_id: the session of the call.
+        tool: the tool to run.
+        args: the arguments as validated.
+        trigger: what caused the call.
+        state: ``pending``, ``approved`` or ``denied``.
+        reason: the denial reason.
+        trace_id: the trace of the suspended call.
+        created_at: wall time it was suspended.
+        decided_at: wall time a person decided.
+    """
+
+    id: str
+    session_id: str
+    tool: str
+    args: dict[str, Any]
+    trigger: str | None
+    state: str
+    reason: str | None
+    trace_id: str
+    created_at: float
+    decided_at: float | None
+
+
+class State:
+    """Quota, freshness, approval, description and trace rows."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # quotas
+    def quota_used(self, tool: str, scope: str) -> int:
+        """Invocations counted so far under ``scope``."""
+        row = self.store.fetchone("SELECT count FROM quota_usage WHERE tool = ? AND scope = ?", (tool, scope))
+        return int(row[0]) if row else 0
+
+    def take_quota(self, tool: str, scope: str, limit: int) -> int | None:
+        """Atomically count one invocation; returns the previous count, or None when the limit is reached."""
+        with self.store.transaction() as conn:
+            row = conn.execute("SELECT count FROM quota_usage WHERE tool = ? AND scope = ?", (tool, scope)).fetchone()
+            used = int(row[0]) if row else 0
+            if used >= limit:
+                return None
+            conn.execute(
+                "INSERT INTO quota_usage (tool, scope, count) VALUES (?, ?, 1) "
+                "ON CONFLICT(tool, scope) DO UPDATE SET count = count + 1",
+                (tool, scope),
+            )
+            return used
+
+    # freshness
+    def refreshed_at(self, session_id: str, resource: str) -> float | None:
+        """When ``resource`` was last refreshed in the session."""
+        row = self.store.fetchone(
+            "SELECT refreshed_at FROM freshness WHERE session_id = ? AND resource = ?", (session_id, resource)
+        )
+        return float(row[0]) if row else None
+
+    def stamp_fresh(self, session_id: str, resource: str, now: float) -> None:
+        """Record that ``resource`` was refreshed now."""
+        self.store.execute(
+            "INSERT INTO freshness (session_id, resource, refreshed_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(session_id, resource) DO UPDATE SET refreshed_at = excluded.refreshed_at",
+            (session_id, resource, now),
+        )
+
+    # approvals
+    def add_approval(
+        self,
+        approval_id: str,
+        *,
+        session_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        trigger: str,
+        trace_id: str,
+        now: float,
+    ) -> None:
+        """Persist a suspended call."""
+        self.store.execute(
+            "INSERT INTO approvals (id, session_id, tool, args, trigger, state, trace_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+            (approval_id, session_id, tool, json.dumps(dict(args)), trigger, trace_id, now),
+        )
+
+    def decide_approval(self, approval_id: str, state: str, reason: str | None, now: float) -> PendingApproval | None:
+        """Move a pending approval to ``state`` (take-once); None when it is unknown or already decided."""
+        with self.store.transaction() as conn:
+            changed = conn.execute(
+                "UPDATE approvals SET state = ?, reason = ?, decided_at = ? WHERE id = ? AND state = 'pending'",
+                (state, reason, now, approval_id),
+            ).rowcount
+            if changed != 1:
+                return None
+        return self.approval(approval_id)
+
+    def approval(self, approval_id: str) -> PendingApproval | None:
+        """One approval record."""
+        rows = self._approvals("WHERE id = ?", (approval_id,))
+        return rows[0] if rows else None
+
+    def approvals(self, state: str | None = "pending") -> list[PendingApproval]:
+        """Approval records, oldest first (``state=None`` for all)."""
+        if state is None:
+            return self._approvals("", ())
+        return self._approvals("WHERE state = ?", (state,))
+
+    def _approvals(self, where: str, params: tuple[Any, ...]) -> list[PendingApproval]:
+        rows = self.store.fetchall(
+            "SELECT id, session_id, tool, args, trigger, state, reason, trace_id, created_at, decided_at "
+            f"FROM approvals {where} ORDER BY created_at, id",
+            params,
+        )
+        return [PendingApproval(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7], r[8], r[9]) for r in rows]
+
+    # description pinning
+    def pin_description(self, tool: ToolDef, now: float) -> str | None:
+        """Record the tool's description hash, or report how it differs from the pinned one."""
+        row = self.store.fetchone(
+            "SELECT sha256, source FROM tool_descriptions WHERE name = ? AND version = ?", (tool.name, tool.version)
+        )
+        if row is None:
+            self.store.execute(
+                "INSERT OR IGNORE INTO tool_descriptions (name, version, sha256, source, first_seen) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (tool.name, tool.version, tool.description_sha256, tool.source, now),
+            )
+            return None
+        if row[0] == tool.description_sha256:
+            return None
+        return (
+            f"tool {tool.name!r} version {tool.version!r}: its description or schema changed since it was first "
+            f"seen (sha256 {row[0][:12]} → {tool.description_sha256[:12]}); review the change and bump version= "
+            "if it is intended"
+        )
+
+    # traces
+    def save_trace(self, trace: DispatchTrace, full_result: str | None) -> None:
+        """Persist a trace and, when there is one, the full result."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    trace.id,
+                    trace.session_id,
+                    trace.tool,
+                    trace.status,
+                    trace.reason,
+                    trace.started_at,
+                    trace.ended_at,
+                    json.dumps(trace.to_dict(), ensure_ascii=False, default=str),
+                ),
+            )
+            if full_result is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO trace_results (trace_id, content) VALUES (?, ?)", (trace.id, full_result)
+                )
+
+    def trace(self, trace_id: str) -> DispatchTrace | None:
+        """One persisted trace."""
+        row = self.store.fetchone("SELECT data FROM traces WHERE id = ?", (trace_id,))
+        return DispatchTrace.from_dict(json.loads(row[0])) if row else None
+
+    def full_result(self, trace_id: str) -> str | None:
+        """The full (unbounded) result text of a call."""
+        row = self.store.fetchone("SELECT content FROM trace_results WHERE trace_id = ?", (trace_id,))
+        return str(row[0]) if row else None
+
+    def traces(
+        self, *, session_id: str | None = None, tool: str | None = None, limit: int | None = None
+    ) -> list[DispatchTrace]:
+        """Persisted traces, oldest first, optionally filtered."""
+        clauses, params = [], []
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(session_id)
+        if tool is not None:
+            clauses.append("tool = ?")
+            params.append(tool)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT data FROM traces {where} ORDER BY started_at, rowid"
+        if limit is not None:
+            newest = f"SELECT data, started_at, rowid AS r FROM traces {where} ORDER BY started_at DESC, r DESC"
+            sql = f"SELECT data FROM ({newest} LIMIT {int(limit)}) ORDER BY started_at, r"
+        return [DispatchTrace.from_dict(json.loads(r[0])) for r in self.store.fetchall(sql, params)]

@@ -1,0 +1,162 @@
+"""Argument validation with messages a model can act on: field path, value passed, what is expected.
+
+Permissive on optionals (a missing or ``null`` optional argument is absent), strict on requireds
+(``null`` for a required argument is an error, never a default).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from tooldispatch.dispatch.registry import ToolDef
+
+_JSON_TYPES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """The arguments after normalization, and what is still wrong with them.
+
+    Attributes:
+        args: the arguments to call the tool with (null optionals removed).
+        errors: one message per problem, sorted by path; empty when valid.
+        repairs: notes on what was normalized (``null_optional`` removals).
+    """
+
+    args: dict[str, Any]
+    errors: tuple[str, ...] = ()
+    repairs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        """True when the arguments satisfy the schema."""
+        return not self.errors
+
+    @property
+    def message(self) -> str:
+        """All problems in one sentence-per-problem string."""
+        return "; ".join(self.errors)
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _expected(schema: Any) -> str:
+    if not isinstance(schema, Mapping):
+        return "a value"
+    if "enum" in schema:
+        return "one of " + ", ".join(_show(v) for v in schema["enum"])
+    if "const" in schema:
+        return f"exactly {_show(schema['const'])}"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(str(k) for k in kind)
+    if isinstance(kind, str):
+        return kind
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list):
+        return " or ".join(_expected(o) for o in options)
+    return "a value matching the schema"
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    return "/" + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else "arguments"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    path = _path(error)
+    kind = error.validator
+    schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    instance: Any = error.instance
+    if kind == "required":
+        wanted: Any = error.validator_value
+        missing = [name for name in wanted if name not in instance]
+        parts = []
+        for name in missing:
+            prop = (schema.get("properties") or {}).get(name, {})
+            parts.append(
+                f"missing required argument {('/' + name) if path == 'arguments' else path + '/' + name}"
+                f" (expected {_expected(prop)})"
+            )
+        return "; ".join(parts)
+    if kind == "additionalProperties":
+        allowed = sorted((schema.get("properties") or {}).keys())
+        extra = sorted(k for k in instance if k not in allowed)
+        return (
+            f"unexpected argument(s) {', '.join(extra)} at {path}; "
+            f"expected only: {', '.join(allowed) if allowed else 'no arguments'}"
+        )
+    if kind == "type":
+        return (
+            f"{path}: passed {_show(error.instance)} ({_json_type(error.instance)}), expected {_expected(error.schema)}"
+        )
+    if kind == "enum":
+        return f"{path}: passed {_show(error.instance)}, expected {_expected(error.schema)}"
+    return f"{path}: passed {_show(error.instance)}; {error.message}"
+
+
+_VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
+
+
+def validator(tool: ToolDef) -> jsonschema.Draft202012Validator:
+    """A compiled validator for the tool's schema (cached by the hash of description and schema)."""
+    cached = _VALIDATORS.get(tool.description_sha256)
+    if cached is None:
+        cached = jsonschema.Draft202012Validator(json.loads(json.dumps(dict(tool.schema))))
+        _VALIDATORS[tool.description_sha256] = cached
+    return cached
+
+
+def validate_args(tool: ToolDef, args: Any) -> Validation:
+    """Normalize and validate a call's arguments against the tool's schema.
+
+    Args:
+        tool: the registered tool.
+        args: the arguments as the model gave them (normally a dict).
+
+    Returns:
+        A ``Validation``; ``errors`` is empty when the call may run.
+    """
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        return Validation(
+            args={}, errors=(f"arguments: passed {_show(args)} ({_json_type(args)}), expected an object",)
+        )
+    required = tool.required
+    cleaned: dict[str, Any] = {}
+    repairs: list[dict[str, Any]] = []
+    for key, value in args.items():
+        if value is None and key not in required:
+            repairs.append({"kind": "null_optional", "path": f"/{key}", "before": None, "after": "(absent)"})
+            continue
+        cleaned[str(key)] = value
+    errors = sorted(validator(tool).iter_errors(cleaned), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    messages: list[str] = []
+    for error in errors:
+        text = _describe(error)
+        if text not in messages:
+            messages.append(text)
+    return Validation(args=cleaned, errors=tuple(messages), repairs=tuple(repairs))
