@@ -1,0 +1,385 @@
+"""The in-process llama.cpp backend (``llama-cpp-python``): prompt mode, optional GBNF constraint, streaming.
+
+The prompt is rendered with the GGUF's own chat template plus the tool block of the model family's
+format (``tooldispatch.prompting``); templates that render tools themselves get the tools natively. Tokens
+are generated on a worker thread and handed to the event loop through an ``asyncio.Queue``, so the loop
+never blocks; closing the stream (or cancelling the task that reads it) stops generation at the next
+token. Every event carries the ``time.monotonic()`` of the moment its token was produced.
+
+``llama_cpp`` errors are translated at this seam: a missing or unreadable model file is a
+``ModelNotFoundError`` naming the fix, an engine that cannot load is ``BackendUnavailable``, and a failure
+while generating is ``ProviderError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import ctypes
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldispatch.backends.base import (
+    Capabilities,
+    ChatRequest,
+    ContentDelta,
+    Event,
+    Finish,
+    ReasoningDelta,
+    ReasoningEnd,
+    Usage,
+)
+from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundError, ProviderError
+from tooldispatch.models.gguf import GGUFError, read_header
+from tooldispatch.models.manifest import Manifest, Reasoning, list_models, load_manifest
+from tooldispatch.models.store import parse_spec, resolve
+from tooldispatch.prompting.grammar import gbnf_literal, tool_call_grammar
+from tooldispatch.prompting.prompt import render_prompt
+from tooldispatch.prompting.template import ChatTemplate, template_source
+
+
+class MarkerSplitter:
+    """Split streamed text into reasoning and content at ``<think>``-style markers.
+
+    Only a block that opens the output counts as reasoning (or the whole start, when the template
+    already opened it). Markers split across deltas are held back until they can be decided.
+
+    Args:
+        markers: the family's reasoning markers.
+    """
+
+    def __init__(self, markers: Reasoning) -> None:
+        self._open = markers.open
+        self._close = markers.close
+        self._state = "reasoning" if markers.starts_open else "start"
+        self._buf = ""
+
+    def feed(self, text: str) -> list[tuple[str, str]]:
+        """Take a delta; return ``(kind, text)`` pieces, kind ``reasoning``, ``end`` or ``content``."""
+        self._buf += text
+        out: list[tuple[str, str]] = []
+        while True:
+            if self._state == "start":
+                stripped = self._buf.lstrip()
+                if not stripped or (self._open.startswith(stripped) and stripped != self._open):
+                    return out
+                if stripped.startswith(self._open):
+                    self._buf = stripped[len(self._open) :]
+                    self._state = "reasoning"
+                else:
+                    self._state = "content"
+            elif self._state == "reasoning":
+                i = self._buf.find(self._close)
+                if i >= 0:
+                    if i:
+                        out.append(("reasoning", self._buf[:i]))
+                    out.append(("end", ""))
+                    self._buf = self._buf[i + len(self._close) :]
+                    self._state = "content"
+                    continue
+                keep = next((k for k in range(len(self._close) - 1, 0, -1) if self._buf.endswith(self._close[:k])), 0)
+                ready = self._buf[: len(self._buf) - keep]
+                if ready:
+                    out.append(("reasoning", ready))
+                self._buf = self._buf[len(ready) :]
+                return out
+            else:
+                if self._buf:
+                    out.append(("content", self._buf))
+                self._buf = ""
+                return out
+
+    def flush(self) -> list[tuple[str, str]]:
+        """Return what is held back at the end of the stream."""
+        rest, self._buf = self._buf, ""
+        if not rest:
+            return []
+        return [("reasoning" if self._state == "reasoning" else "content", rest)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Profile:
+    tool_format: str
+    tool_results: str
+    template: str
+    reasoning: Reasoning | None
+    name: str
+
+
+def _profile(manifest: Manifest | str | None, family: str | None, model_path: Path) -> _Profile:
+    if isinstance(manifest, str):
+        manifest = load_manifest(manifest)
+    if manifest is None and family is not None:
+        manifest = next((m for m in list_models() if m.family == family), None)
+        if manifest is None:
+            raise ConfigError(f"no model manifest has family {family!r}; pass manifest= or tool_format=")
+    if manifest is None:
+        return _Profile("hermes", "user_turn", "gguf", None, model_path.stem)
+    return _Profile(
+        manifest.tool_format, manifest.tool_results, manifest.chat_template, manifest.reasoning, manifest.id
+    )
+
+
+class LlamaCppBackend:
+    """Run a GGUF model in-process with llama.cpp.
+
+    Args:
+        model_path: a ``.gguf`` path, or ``name@QUANT`` of a model in the cache (its manifest is then used).
+        manifest: the model's manifest (or its id): tool format, result style, template and reasoning
+            markers. Without one (and without ``family``), the ``hermes`` format and the GGUF template.
+        family: pick the first manifest of this family when ``manifest`` is not given.
+        tool_format: override the manifest's tool format.
+        n_ctx: context window in tokens.
+        n_threads: CPU threads (llama.cpp's default when ``None``).
+        seed: default sampling seed (a request's ``seed`` wins).
+        verbose: let llama.cpp log to stderr.
+        chat_format_override: ``gguf``, ``builtin:<name>`` or a Jinja template source to use instead of the
+            manifest's template.
+
+    Raises:
+        ModelNotFoundError: the file is missing or is not a readable GGUF (the message names the fix).
+        BackendUnavailable: ``llama_cpp`` is not installed or failed to load the model.
+        ConfigError: the template or tool format is unusable.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        manifest: Manifest | str | None = None,
+        family: str | None = None,
+        tool_format: str | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        verbose: bool = False,
+        chat_format_override: str | None = None,
+    ) -> None:
+        if isinstance(model_path, str) and not model_path.endswith(".gguf"):
+            spec = parse_spec(model_path)
+            manifest = manifest if manifest is not None else spec.manifest
+        path = resolve(model_path)
+        try:
+            header = read_header(path)
+        except (GGUFError, OSError) as exc:
+            raise ModelNotFoundError(
+                f"{path} is not a usable GGUF file ({exc}); pull it again (tooldispatch models pull NAME@QUANT --force)"
+            ) from exc
+        profile = _profile(manifest, family, path)
+        self._tool_format = tool_format or profile.tool_format
+        self._tool_results = profile.tool_results
+        self._reasoning = profile.reasoning
+        self.model_name = profile.name
+        self.path = path
+        self._seed = seed
+        self._verbose = verbose
+        try:
+            import llama_cpp  # optional dependency, loaded on use
+        except ImportError as exc:
+            raise BackendUnavailable(
+                "the llamacpp backend needs llama-cpp-python; install it with: pip install 'tooldispatch[llama]'"
+            ) from exc
+        self._llama_cpp = llama_cpp
+        try:
+            self._llm = llama_cpp.Llama(
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=verbose
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise BackendUnavailable(f"llama.cpp could not load {path}: {exc}") from exc
+        model = self._llm._model
+        self._vocab = model.vocab
+        bos = model.token_get_text(model.token_bos()) if model.token_bos() >= 0 else ""
+        eos = model.token_get_text(model.token_eos()) if model.token_eos() >= 0 else ""
+        setting = chat_format_override or profile.template
+        source = setting if "{%" in setting or "{{" in setting else template_source(setting, header.chat_template)
+        self.template = ChatTemplate(source, bos_token=bos, eos_token=eos)
+        self._bos_text = bos
+        self._add_bos = bool(model.add_bos_token())
+        self._n_ctx = n_ctx
+        self._lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
+        self._capabilities = Capabilities(
+            native_tools=False,
+            reasoning_field=False,
+            constrained=True,
+            engine="llama.cpp",
+            engine_version=str(getattr(llama_cpp, "__version__", "")),
+        )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """In-process llama.cpp: prompt-mode tools, GBNF constraint available."""
+        return self._capabilities
+
+    def render(self, request: ChatRequest) -> str:
+        """The prompt text this backend sends for a request (for inspection and tests)."""
+        kwargs = request.extra.get("chat_template_kwargs") if isinstance(request.extra, Mapping) else None
+        tools = request.tools if request.tool_choice != "none" else ()
+        return render_prompt(
+            self.template,
+            request.messages,
+            tools,
+            tool_format=self._tool_format,
+            tool_results=self._tool_results,
+            template_kwargs=kwargs if isinstance(kwargs, Mapping) else None,
+        )
+
+    def grammar_text(self, request: ChatRequest) -> str | None:
+        """The GBNF grammar for a constrained request, or ``None`` when the request is not constrained."""
+        if not request.constrained or not request.tools or request.tool_choice == "none":
+            return None
+        text = tool_call_grammar(request.tools, self._tool_format, tool_choice=request.tool_choice)
+        if self._reasoning is not None:
+            think = f"{gbnf_literal(self._reasoning.open)} [^<]* {gbnf_literal(self._reasoning.close)} [ \\n]*"
+            if self._reasoning.starts_open:
+                think = f"[^<]* {gbnf_literal(self._reasoning.close)} [ \\n]*"
+            text = text.replace("root ::= ", f"root ::= think? call-root\nthink ::= {think}\ncall-root ::= ", 1)
+        return text
+
+    def _grammar(self, text: str) -> Any:
+        grammar = self._grammars.get(text)
+        if grammar is None:
+            try:
+                from llama_cpp.llama_grammar import LlamaGrammar  # present: the model loaded
+
+                grammar = LlamaGrammar.from_string(text, verbose=self._verbose)
+            except (ValueError, RuntimeError) as exc:
+                raise ConfigError(f"llama.cpp rejected the tool-call grammar: {exc}") from exc
+            self._grammars[text] = grammar
+        return grammar
+
+    def _tokenize(self, prompt: str) -> list[int]:
+        add_bos = self._add_bos and not (self._bos_text and prompt.startswith(self._bos_text))
+        tokens: list[int] = self._llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        return tokens
+
+    def _piece(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = self._llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self._llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+        return bytes(buf.raw[:n])
+
+    def _run(
+        self,
+        tokens: list[int],
+        request: ChatRequest,
+        grammar: Any,
+        emit: Any,
+        cancel: threading.Event,
+    ) -> None:
+        """Generate on the worker thread; ``emit`` hands ``(text, t)`` and the final tuple to the loop."""
+        stops = [s for s in request.stop if s]
+        hold = max((len(s) for s in stops), default=1) - 1
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        is_eog = self._llama_cpp.llama_vocab_is_eog
+        pending = ""
+        n = 0
+        reason = "length"
+        with self._lock:
+            self._llm.set_seed(request.seed if request.seed is not None else self._seed)
+            budget = min(request.max_tokens, self._n_ctx - len(tokens))
+            for token in self._llm.generate(
+                tokens, top_k=40, top_p=0.95, min_p=0.05, temp=request.temperature, repeat_penalty=1.0, grammar=grammar
+            ):
+                if cancel.is_set():
+                    reason = "cancelled"
+                    break
+                if is_eog(self._vocab, token):
+                    reason = "stop"
+                    break
+                n += 1
+                pending += decoder.decode(self._piece(token))
+                cut = min((i for i in (pending.find(s) for s in stops) if i >= 0), default=-1)
+                if cut >= 0:
+                    if cut:
+                        emit(("text", pending[:cut], time.monotonic()))
+                    pending = ""
+                    reason = "stop"
+                    break
+                ready = len(pending) - hold if stops else len(pending)
+                if ready > 0:
+                    emit(("text", pending[:ready], time.monotonic()))
+                    pending = pending[ready:]
+                if n >= budget:
+                    break
+            pending += decoder.decode(b"", final=True)
+            if pending:
+                emit(("text", pending, time.monotonic()))
+        emit(("done", reason, n))
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        """Run one turn and yield its events, ending with ``Usage`` and ``Finish``.
+
+        Raises:
+            ProviderError: the prompt does not fit the context, or llama.cpp failed while generating.
+            ConfigError: the chat template or the tool-call grammar failed.
+        """
+        prompt = self.render(request)
+        tokens = self._tokenize(prompt)
+        if len(tokens) >= self._n_ctx:
+            raise ProviderError(
+                f"the prompt has {len(tokens)} tokens but n_ctx is {self._n_ctx}; create the backend with a "
+                "larger n_ctx or shorten the conversation"
+            )
+        gtext = self.grammar_text(request)
+        grammar = self._grammar(gtext) if gtext is not None else None
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def emit(item: tuple[Any, ...]) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def work() -> None:
+            try:
+                self._run(tokens, request, grammar, emit, cancel)
+            except Exception as exc:  # crosses the thread boundary; re-raised translated below
+                emit(("error", exc))
+
+        worker = threading.Thread(target=work, name="tooldispatch-llamacpp", daemon=True)
+        worker.start()
+        splitter = MarkerSplitter(self._reasoning) if self._reasoning else None
+        try:
+            while True:
+                item = await queue.get()
+                if item[0] == "text":
+                    for ev in self._events(splitter, item[1], item[2]):
+                        yield ev
+                elif item[0] == "error":
+                    exc = item[1]
+                    raise ProviderError(f"llama.cpp failed while generating: {exc}") from exc
+                else:
+                    now = time.monotonic()
+                    if splitter is not None:
+                        for kind, text in splitter.flush():
+                            yield ReasoningDelta(text, t=now) if kind == "reasoning" else ContentDelta(text, t=now)
+                    yield Usage(prompt_tokens=len(tokens), completion_tokens=item[2], t=now)
+                    yield Finish(reason=item[1], model=self.model_name, t=time.monotonic())
+                    return
+        finally:
+            cancel.set()
+
+    @staticmethod
+    def _events(splitter: MarkerSplitter | None, text: str, t: float) -> list[Event]:
+        if splitter is None:
+            return [ContentDelta(text, t=t)]
+        out: list[Event] = []
+        for kind, piece in splitter.feed(text):
+            if kind == "reasoning":
+                out.append(ReasoningDelta(piece, t=t))
+            elif kind == "end":
+                out.append(ReasoningEnd(t=t))
+            else:
+                out.append(ContentDelta(piece, t=t))
+        return out
+
+    def close(self) -> None:
+        """Free the model now instead of at garbage collection."""
+        with self._lock:
+            self._llm.close()
