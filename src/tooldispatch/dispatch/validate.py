@@ -1,7 +1,9 @@
 """Argument validation with messages a model can act on: field path, value passed, what is expected.
 
 Permissive on optionals (a missing or ``null`` optional argument is absent), strict on requireds
-(``null`` for a required argument is an error, never a default).
+(``null`` for a required argument is an error, never a default). Arguments that fail are passed through
+schema-guided repair (``tooldispatch.repair``) at the tool's repair level: ``lossless`` by default for
+side-effecting tools, ``bounded`` for read-only ones; each edit is recorded.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import jsonschema
 
 from tooldispatch.dispatch.registry import ToolDef
+from tooldispatch.repair import repair_call
 
 _JSON_TYPES = {
     bool: "boolean",
@@ -33,12 +36,12 @@ class Validation:
     Attributes:
         args: the arguments to call the tool with (null optionals removed).
         errors: one message per problem, sorted by path; empty when valid.
-        repairs: notes on what was normalized (``null_optional`` removals).
+        repairs: what was normalized or repaired (``Repair`` values or dicts of the same shape).
     """
 
     args: dict[str, Any]
     errors: tuple[str, ...] = ()
-    repairs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    repairs: tuple[Any, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:
@@ -147,13 +150,20 @@ def validate_args(tool: ToolDef, args: Any) -> Validation:
         )
     required = tool.required
     cleaned: dict[str, Any] = {}
-    repairs: list[dict[str, Any]] = []
+    repairs: list[Any] = []
     for key, value in args.items():
         if value is None and key not in required:
             repairs.append({"kind": "null_optional", "path": f"/{key}", "before": None, "after": "(absent)"})
             continue
         cleaned[str(key)] = value
-    errors = sorted(validator(tool).iter_errors(cleaned), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    check = validator(tool)
+    if check.is_valid(cleaned):
+        return Validation(args=cleaned, repairs=tuple(repairs))
+    if tool.repair != "none":
+        repaired = repair_call(tool.name, cleaned, {tool.name: tool.spec()}, level=tool.repair)
+        if repaired.ok and repaired.arguments is not None and check.is_valid(repaired.arguments):
+            return Validation(args=dict(repaired.arguments), repairs=(*repairs, *repaired.repairs))
+    errors = sorted(check.iter_errors(cleaned), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
     messages: list[str] = []
     for error in errors:
         text = _describe(error)
