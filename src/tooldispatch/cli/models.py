@@ -74,7 +74,7 @@ def list_cmd(as_json: JsonOpt = False) -> None:
         table.add_row(
             str(r["model"]), str(r["family"]), str(r["tool_format"]), str(r["quant"]), source, str(r["state"])
         )
-    Console().print(table)
+    Console(width=160).print(table)
 
 
 @models_app.command("pull")
