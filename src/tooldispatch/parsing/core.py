@@ -1,0 +1,256 @@
+"""``parse_tool_calls``: the cascade from raw model output to valid tool calls.
+
+reasoning split → strict formats on the content → the server's native calls → fallback on what strict
+left → (only when nothing call-like is outside the reasoning) strict + fallback on the reasoning →
+schema-guided repair and validation of every candidate → one bucket per candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tooldispatch.errors import ConfigError
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.fallback import find_fallback
+from tooldispatch.parsing.formats import find_strict
+from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED
+from tooldispatch.parsing.native import read_native_calls
+from tooldispatch.parsing.reasoning import split_reasoning
+from tooldispatch.repair import repair_call, resolve_name
+from tooldispatch.toolspec import ToolsInput, ToolSpec, normalize_tools
+from tooldispatch.types import (
+    FLAG_IN_REASONING,
+    FLAG_NO_CALL,
+    Bucket,
+    Candidate,
+    ParseOutcome,
+    Repair,
+    RepairLevel,
+    RepairSpec,
+    Stage,
+    ToolCall,
+)
+
+_LEVELS: frozenset[str] = frozenset({"bounded", "lossless", "none"})
+_STAGE_DEPTH: dict[str, int] = {"none": 0, "native": 1, "strict": 2, "fallback": 3, "repair": 4}
+_WRAPPER_FIXES = frozenset({FIX_UNCLOSED, FIX_FENCE})
+
+
+def parse_tool_calls(
+    text: str,
+    tools: ToolsInput,
+    *,
+    native_calls: Sequence[Any] | None = None,
+    finish_reason: str | None = None,
+    tool_format: str = "auto",
+    reasoning_open: bool = False,
+    repair: RepairSpec = "bounded",
+) -> ParseOutcome:
+    """Turn one raw model output into tool calls, content and reasoning.
+
+    Args:
+        text: the raw output (content as the model wrote it, reasoning markers included).
+        tools: the OpenAI tools list, bare function dicts, or ``{name: ToolSpec}``.
+        native_calls: the OpenAI ``tool_calls`` list a server already extracted; their ``arguments``
+            strings are decoded leniently and repaired like everything else.
+        finish_reason: the server's finish reason; ``"length"`` turns a call cut off at the end into a
+            ``Truncated`` candidate instead of a malformed one.
+        tool_format: ``"auto"`` (run every format whose markers appear) or one name of
+            ``tooldispatch.parsing.formats.FORMATS`` (``hermes``, ``mistral``, ``harmony``, ...).
+        reasoning_open: the prompt already opened a reasoning block (``<think>``), so the output starts
+            inside it.
+        repair: ``"bounded"``, ``"lossless"`` or ``"none"``, or a mapping from tool name to level (tools
+            not in it get ``"bounded"``).
+
+    Returns:
+        The calls, content, reasoning, every candidate with its bucket, the deepest stage needed and
+        the ``no_call``/``in_reasoning`` flags. Lenient decoding and tag tolerances appear in a call's
+        ``repairs`` as ``Repair(kind="json" | "wrapper", path="", before=<tolerance name>, after=None)``.
+
+    Raises:
+        ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
+    """
+    specs = normalize_tools(tools)
+    _check_repair(repair)
+    text = text or ""
+    split = split_reasoning(text, reasoning_open=reasoning_open)
+    content_view = split.view("content")
+
+    natives = read_native_calls(native_calls or ())
+    outside = _find(content_view, specs, tool_format)
+    native_keys = [_key(raw.name, raw.arguments) for raw, _ in natives]
+    removed = [raw.span for raw in outside]
+    outside = [raw for raw in outside if _key(raw.name, raw.arguments) not in native_keys or raw.name is None]
+
+    inside: list[RawCall] = []
+    if not natives and not outside and split.has_reasoning:
+        inside = _find(split.view("reasoning"), specs, tool_format)
+
+    candidates: list[Candidate] = []
+    calls: list[ToolCall] = []
+    used_ids = {ident for _, ident in natives if ident is not None}
+    entries: list[tuple[RawCall, str | None, frozenset[str]]] = [(raw, ident, frozenset()) for raw, ident in natives]
+    entries += [(raw, None, frozenset()) for raw in outside]
+    entries += [(raw, None, frozenset({FLAG_IN_REASONING})) for raw in inside]
+    for raw, ident, flags in entries:
+        candidate = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags)
+        candidates.append(candidate)
+        if candidate.accepted and candidate.name is not None and candidate.arguments is not None:
+            calls.append(_to_call(candidate, ident, len(calls), used_ids))
+
+    outcome_flags: set[str] = set()
+    if not candidates:
+        outcome_flags.add(FLAG_NO_CALL)
+    if any(FLAG_IN_REASONING in c.flags for c in calls):
+        outcome_flags.add(FLAG_IN_REASONING)
+    deepest = max((_STAGE_DEPTH[c.stage] for c in calls), default=0)
+    stage = next(s for s, d in _STAGE_DEPTH.items() if d == deepest)
+    return ParseOutcome(
+        calls=tuple(calls),
+        content=_content(text, split.spans("content"), removed),
+        reasoning=split.reasoning,
+        candidates=tuple(candidates),
+        stage=stage,  # type: ignore[arg-type]  # a key of _STAGE_DEPTH, which lists the Stage values
+        flags=frozenset(outcome_flags),
+    )
+
+
+def _check_repair(repair: RepairSpec) -> None:
+    if isinstance(repair, str):
+        levels: Iterable[Any] = (repair,)
+    elif isinstance(repair, Mapping):
+        levels = repair.values()
+    else:
+        raise ConfigError(f"repair must be 'bounded', 'lossless', 'none' or a mapping of tool to level, not {repair!r}")
+    for level in levels:
+        if level not in _LEVELS:
+            raise ConfigError(f"unknown repair level {level!r}; use 'bounded', 'lossless' or 'none'")
+
+
+def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str) -> list[RawCall]:
+    """Strict finders, then the fallback on what they left, in text order."""
+    if not view.strip():
+        return []
+    strict = find_strict(view, tool_format)
+    try:
+        fallback = find_fallback(view, specs, exclude=[raw.span for raw in strict])
+    except (RecursionError, TimeoutError):
+        fallback = []
+    return sorted([*strict, *fallback], key=lambda raw: raw.span)
+
+
+def _key(name: str | None, arguments: Any) -> str:
+    return f"{name}\x00{arguments!r}"
+
+
+def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSpec) -> RepairLevel:
+    if isinstance(repair, str):
+        return repair
+    if not name:
+        return "bounded"
+    if name in repair:
+        return repair[name]
+    resolved, _ = resolve_name(name, specs, level="bounded")
+    return repair.get(resolved, "bounded") if resolved is not None else "bounded"
+
+
+def _evaluate(
+    raw: RawCall,
+    specs: Mapping[str, ToolSpec],
+    repair: RepairSpec,
+    finish_reason: str | None,
+    flags: frozenset[str],
+) -> Candidate:
+    tolerances = tuple(Repair("wrapper" if fix in _WRAPPER_FIXES else "json", "", fix, None) for fix in raw.lenient)
+    found_stage: Stage = "fallback" if raw.lenient else raw.stage
+    common: dict[str, Any] = {"raw": raw.raw, "span": raw.span, "format": raw.format, "name": raw.name, "flags": flags}
+    args = raw.arguments if isinstance(raw.arguments, dict) else None
+    if raw.truncated and (finish_reason == "length" or raw.decode_error is not None or FIX_INCOMPLETE in raw.lenient):
+        why = "the output ended (finish_reason=length)" if finish_reason == "length" else "the output ended"
+        return Candidate(
+            **common,
+            stage=found_stage,
+            bucket="Truncated",
+            arguments=args,
+            repairs=tolerances,
+            error=f"{why} inside this tool call; it was cut off. Raise max_tokens or shorten the reasoning, "
+            "then send the whole call again.",
+        )
+    if raw.decode_error is not None:
+        return Candidate(
+            **common,
+            stage=found_stage,
+            bucket="InvalidJson",
+            repairs=tolerances,
+            error=f"the arguments of {raw.name or 'this call'} could not be read ({raw.decode_error}); "
+            "send the arguments as one JSON object.",
+        )
+    level = _level_for(raw.name, specs, repair)
+    result = repair_call(raw.name, raw.arguments, specs, level=level)
+    if not result.ok:
+        bucket: Bucket = result.bucket or "SchemaMismatch"
+        return Candidate(
+            **common,
+            stage=found_stage,
+            bucket=bucket,
+            arguments=result.arguments if result.arguments is not None else args,
+            repairs=tolerances + result.repairs,
+            error=result.error,
+        )
+    stage: Stage
+    if result.repairs:
+        bucket, stage = "repaired", "repair"
+    elif found_stage in ("strict", "native"):
+        bucket, stage = "ok_strict", found_stage
+    else:
+        bucket, stage = "ok_fallback", found_stage
+    common["name"] = result.name
+    return Candidate(
+        **common,
+        stage=stage,
+        bucket=bucket,
+        arguments=result.arguments,
+        repairs=tolerances + result.repairs,
+    )
+
+
+def _to_call(candidate: Candidate, ident: str | None, index: int, used_ids: set[str]) -> ToolCall:
+    if ident is None:
+        n = index
+        while f"call_{n}" in used_ids:
+            n += 1
+        ident = f"call_{n}"
+        used_ids.add(ident)
+    assert candidate.name is not None and candidate.arguments is not None
+    return ToolCall(
+        name=candidate.name,
+        arguments=candidate.arguments,
+        bucket=candidate.bucket,
+        stage=candidate.stage,
+        flags=candidate.flags,
+        repairs=candidate.repairs,
+        id=ident,
+        format=candidate.format,
+    )
+
+
+def _content(text: str, content_spans: Sequence[tuple[int, int]], removed: Sequence[tuple[int, int]]) -> str:
+    """The content segments minus every call-like span, joined and stripped."""
+    cuts = sorted(s for s in removed if s[0] >= 0)
+    pieces: list[str] = []
+    i = 0
+    for start, end in content_spans:
+        pos = start
+        while i < len(cuts) and cuts[i][1] <= pos:
+            i += 1
+        j = i
+        while j < len(cuts) and cuts[j][0] < end:
+            cut_start, cut_end = cuts[j]
+            if cut_start > pos:
+                pieces.append(text[pos:cut_start])
+            pos = max(pos, cut_end)
+            j += 1
+        if pos < end:
+            pieces.append(text[pos:end])
+    return "".join(pieces).strip()

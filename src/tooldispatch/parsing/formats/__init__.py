@@ -1,0 +1,105 @@
+"""The strict stage: one small finder per documented tool-call format.
+
+Each finder is a pure function ``find(text) -> list[RawCall]``. ``FORMATS`` maps the names accepted by
+``parse_tool_calls(tool_format=...)`` to the finder and the cheap substring markers that must appear in
+the text before the finder is worth running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tooldispatch.errors import ConfigError
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats import (
+    deepseek,
+    gemma,
+    glm,
+    harmony,
+    hermes,
+    llama,
+    mistral,
+    pythonic,
+    qwen3_coder,
+    xml_invoke,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """One strict format.
+
+    Attributes:
+        name: the name accepted by ``tool_format``.
+        markers: substrings of which at least one must appear for ``auto`` to run the finder.
+        find: the finder.
+    """
+
+    name: str
+    markers: tuple[str, ...]
+    find: Callable[[str], list[RawCall]]
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("hermes", hermes.MARKERS, hermes.find),
+        Format("glm", glm.MARKERS, glm.find),
+        Format("qwen3_coder", qwen3_coder.MARKERS, qwen3_coder.find),
+        Format("xml_invoke", xml_invoke.MARKERS, xml_invoke.find),
+        Format("mistral", mistral.MARKERS, mistral.find),
+        Format("deepseek", deepseek.MARKERS, deepseek.find),
+        Format("harmony", harmony.MARKERS, harmony.find),
+        Format("llama4", llama.MARKERS_LLAMA4, llama.find_llama4),
+        Format("llama3_json", llama.MARKERS_LLAMA3, llama.find_llama3),
+        Format("gemma", gemma.MARKERS, gemma.find),
+        Format("pythonic", pythonic.MARKERS, pythonic.find),
+    )
+}
+"""Every strict format, in the order ties between overlapping finds are settled."""
+
+
+def select_formats(text: str, tool_format: str) -> list[Format]:
+    """Return the finders to run: those whose markers appear (``auto``) or the one named.
+
+    Raises:
+        ConfigError: ``tool_format`` is neither ``auto`` nor a known format.
+    """
+    if tool_format == "auto":
+        return [f for f in FORMATS.values() if any(m in text for m in f.markers)]
+    fmt = FORMATS.get(tool_format)
+    if fmt is None:
+        known = ", ".join(["auto", *FORMATS])
+        raise ConfigError(f"unknown tool_format {tool_format!r}; use one of: {known}")
+    return [fmt]
+
+
+def find_strict(text: str, tool_format: str = "auto") -> list[RawCall]:
+    """Run the selected finders and keep non-overlapping finds, in text order.
+
+    Where two formats claim overlapping text, the find that starts first (then the longer one, then the
+    format listed first in ``FORMATS``) wins; finds of one format never conflict with each other.
+    """
+    found: list[tuple[int, int, int, RawCall]] = []
+    for rank, fmt in enumerate(select_formats(text, tool_format)):
+        try:
+            calls = fmt.find(text)
+        except (RecursionError, TimeoutError):
+            # Pathological input (thousands of nested brackets, a regex past its time bound): no find.
+            continue
+        found.extend((c.span[0], -c.span[1], rank, c) for c in calls)
+    found.sort(key=lambda t: (t[0], t[1], t[2]))
+    kept: list[RawCall] = []
+    owner: tuple[int, tuple[int, int]] | None = None
+    last_end = -1
+    for start, neg_end, rank, call in found:
+        end = -neg_end
+        if start >= last_end:
+            kept.append(call)
+            owner = (rank, call.span)
+            last_end = end
+        elif owner is not None and owner[0] == rank:
+            kept.append(call)
+            last_end = max(last_end, end)
+    return kept

@@ -1,0 +1,418 @@
+"""Pieces shared by the strict-format finders: JSON decoding, bracket scanning, building ``RawCall``.
+
+Every scan here is linear in the text it looks at: plain ``str.find`` loops and regular expressions
+whose alternatives start with disjoint characters (no nested quantifiers that could backtrack).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
+
+FIX_UNCLOSED = "unclosed_tag"
+"""Fix recorded when a block's closing marker is missing (the block ran into the next one or the end)."""
+FIX_INCOMPLETE = "missing_closer"
+"""Fix recorded when the arguments themselves were cut off (the lenient decoder's name for it)."""
+FIX_ARGUMENTS_STRING = "arguments_as_string"
+"""Fix recorded when the arguments were a JSON string holding the object."""
+FIX_FLATTENED = "flattened_arguments"
+"""Fix recorded when the arguments sat next to ``name`` instead of under ``arguments``."""
+FIX_FENCE = "fence"
+"""Fix recorded when a Markdown code fence wrapped a payload that should be bare."""
+
+_JSON_DECODER = json.JSONDecoder()
+
+# Linear: each alternative starts with a different character, string bodies cannot overlap.
+_DQ_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]()]', re.DOTALL)
+_PY_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|[{}\[\]()]', re.DOTALL)
+_WS = re.compile(r"\s*")
+_NAME = re.compile(r"[A-Za-z_][\w.\-:]{0,127}")
+_FENCE = re.compile(r"\A```[A-Za-z_]*[ \t]*\n?(.*?)\n?[ \t]*```\s*\Z", re.DOTALL)
+
+PLACEHOLDER_NAMES = frozenset(
+    {
+        "tool_name",
+        "function_name",
+        "function-name",
+        "func_name",
+        "name",
+        "tool",
+        "function",
+        "your_tool_name",
+        "example_tool",
+    }
+)
+_PLACEHOLDER_MARKS = ("<function-name>", "<args-json-object>", "{...}", "{{", "<tool-name>", "<function_name>")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """One decoded JSON payload.
+
+    Attributes:
+        value: the decoded value, ``None`` when ``error`` is set.
+        fixes: lenient fixes that were needed (empty for plain JSON).
+        error: why nothing could be decoded.
+        complete: ``False`` when closers had to be added at the end (the payload was cut off).
+    """
+
+    value: Any = None
+    fixes: tuple[str, ...] = ()
+    error: str | None = None
+    complete: bool = True
+
+
+def decode_json(text: str) -> Decoded:
+    """Decode JSON with ``json.loads`` first and lenient decoding second; never raises."""
+    try:
+        return Decoded(json.loads(text))
+    except (ValueError, RecursionError):
+        pass
+    try:
+        result = loads_lenient(text)
+    except (LenientJSONError, ValueError, RecursionError) as exc:
+        return Decoded(error=str(exc) or "not valid JSON")
+    fixes = tuple(result.fixes) or ("lenient",)
+    if not result.complete and FIX_INCOMPLETE not in fixes:
+        fixes = (*fixes, FIX_INCOMPLETE)
+    return Decoded(result.value, fixes=fixes, complete=result.complete)
+
+
+def raw_decode_at(text: str, pos: int) -> tuple[Any, int] | None:
+    """Decode one strict JSON value starting at ``pos``; return it and its end, or ``None``."""
+    try:
+        return _JSON_DECODER.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        return None
+
+
+def balanced_end(text: str, start: int, *, python: bool = False, limit: int | None = None) -> int:
+    """Return the offset just past the bracket that closes the one at ``start``, or ``-1``.
+
+    Quoted strings are skipped (double quotes; single quotes too when ``python``). Bracket kinds are
+    not matched against each other: only the depth counts, which is what cut-off output needs.
+    """
+    tokens = _PY_TOKENS if python else _DQ_TOKENS
+    depth = 0
+    end = len(text) if limit is None else limit
+    for m in tokens.finditer(text, start, end):
+        ch = m.group()
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+            if depth <= 0:
+                return m.end()
+    return -1
+
+
+def skip_ws(text: str, pos: int, end: int | None = None) -> int:
+    """Return the first offset at or after ``pos`` that is not whitespace."""
+    m = _WS.match(text, pos, len(text) if end is None else end)
+    return m.end() if m else pos
+
+
+def match_name(text: str, pos: int) -> str | None:
+    """Return the tool-name-like identifier starting at ``pos``, if any."""
+    m = _NAME.match(text, pos)
+    return m.group() if m else None
+
+
+def strip_fence(body: str) -> tuple[str, bool]:
+    """Remove one Markdown code fence around ``body``; report whether there was one."""
+    stripped = body.strip()
+    if not stripped.startswith("```"):
+        return body, False
+    m = _FENCE.match(stripped)
+    return (m.group(1), True) if m else (body, False)
+
+
+def is_placeholder(name: str | None, body: str = "") -> bool:
+    """True for names and bodies copied from a prompt's format description, which are never calls."""
+    if name is not None and (name.strip().lower() in PLACEHOLDER_NAMES or name.strip().startswith(("<", "{"))):
+        return True
+    return any(mark in body for mark in _PLACEHOLDER_MARKS)
+
+
+def split_call_object(obj: Any) -> tuple[str | None, Any, tuple[str, ...], str | None]:
+    """Read ``name`` and arguments out of a decoded call object.
+
+    Accepts ``{"name", "arguments"|"parameters"}``, the OpenAI shape ``{"function": {...}}``, arguments
+    given as a JSON string, and arguments written next to ``name``.
+
+    Returns:
+        ``(name, arguments, fixes, error)``.
+    """
+    if not isinstance(obj, dict):
+        return None, None, (), "expected a JSON object with a name and arguments"
+    fn = obj.get("function")
+    if isinstance(fn, dict):
+        obj = fn
+    name_value = obj.get("name")
+    name = name_value if isinstance(name_value, str) else None
+    if name is None and isinstance(fn, str):
+        name = fn
+    fixes: tuple[str, ...] = ()
+    for key in ("arguments", "parameters", "args"):
+        if key in obj:
+            args = obj[key]
+            break
+    else:
+        rest = {k: v for k, v in obj.items() if k not in ("name", "function", "type", "id")}
+        args = rest
+        if rest:
+            fixes = (FIX_FLATTENED,)
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        if not args.strip():
+            return name, {}, (FIX_ARGUMENTS_STRING,), None
+        inner = decode_json(args)
+        if inner.error is not None:
+            return name, None, fixes, f"arguments string is not JSON: {inner.error}"
+        return name, inner.value, (*fixes, FIX_ARGUMENTS_STRING, *inner.fixes), None
+    return name, args, fixes, None
+
+
+def looks_like_call(obj: Any) -> bool:
+    """True for ``{"name": str, "arguments"|"parameters": ...}`` and the OpenAI ``{"function": {...}}`` shape."""
+    if not isinstance(obj, dict):
+        return False
+    fn = obj.get("function")
+    if isinstance(fn, dict):
+        obj = fn
+    return isinstance(obj.get("name"), str) and ("arguments" in obj or "parameters" in obj)
+
+
+def make_call(
+    text: str,
+    span: tuple[int, int],
+    fmt: str,
+    name: str | None,
+    *,
+    arguments: Any = None,
+    arguments_text: str | None = None,
+    decode_error: str | None = None,
+    fixes: tuple[str, ...] = (),
+    truncated: bool = False,
+) -> RawCall:
+    """Build a ``RawCall``: stage ``strict`` when nothing needed fixing, ``fallback`` otherwise."""
+    unique = tuple(dict.fromkeys(fixes))
+    return RawCall(
+        span=span,
+        raw=text[span[0] : span[1]],
+        format=fmt,
+        stage="fallback" if unique else "strict",
+        name=name.strip() if isinstance(name, str) else None,
+        arguments=None if decode_error is not None else arguments,
+        arguments_text=arguments_text,
+        decode_error=decode_error,
+        truncated=truncated,
+        lenient=unique,
+    )
+
+
+def call_from_json_text(
+    text: str,
+    span: tuple[int, int],
+    fmt: str,
+    payload: str,
+    *,
+    fixes: tuple[str, ...] = (),
+    truncated: bool = False,
+) -> RawCall:
+    """Decode a ``{"name": ..., "arguments": ...}`` payload into a ``RawCall`` (never raises)."""
+    decoded = decode_json(payload)
+    if decoded.error is not None:
+        return make_call(
+            text,
+            span,
+            fmt,
+            guess_name(payload),
+            arguments_text=payload,
+            decode_error=decoded.error,
+            fixes=fixes,
+            truncated=truncated,
+        )
+    name, args, more, error = split_call_object(decoded.value)
+    return make_call(
+        text,
+        span,
+        fmt,
+        name,
+        arguments=args,
+        arguments_text=payload,
+        decode_error=error,
+        fixes=(*fixes, *decoded.fixes, *more),
+        truncated=truncated,
+    )
+
+
+_NAME_FIELD = re.compile(r'["\']name["\']\s*:\s*["\']([^"\'\n]{1,128})["\']')
+
+
+def guess_name(payload: str) -> str | None:
+    """Read a ``"name": "..."`` field out of JSON too broken to decode, for the error message."""
+    m = _NAME_FIELD.search(payload, 0, min(len(payload), 4096))
+    return m.group(1) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One ``open … close`` block.
+
+    Attributes:
+        start: offset of the opening marker.
+        body_start: offset just past the opening marker.
+        body_end: offset of the closing marker (or where the block was cut).
+        end: offset just past the closing marker (equal to ``body_end`` when unclosed).
+        closed: whether the closing marker was there.
+        at_end: whether an unclosed block ran to the end of the text.
+    """
+
+    start: int
+    body_start: int
+    body_end: int
+    end: int
+    closed: bool
+    at_end: bool
+
+
+class NextFinder:
+    """Find the next occurrence of one fixed string, remembering the last answer.
+
+    Callers move forward through the text; an answer is reused while the query position has not
+    passed it, so a scan that asks again and again (many openers, one far closer) stays linear.
+    """
+
+    __slots__ = ("_at", "_from", "needle", "text")
+
+    def __init__(self, text: str, needle: str) -> None:
+        self.text = text
+        self.needle = needle
+        self._from = -1
+        self._at = -1
+
+    def find(self, pos: int, end: int | None = None) -> int:
+        """Return the first offset ``>= pos`` (and ``< end``) where the needle starts, or ``-1``."""
+        if not (self._from >= 0 and self._from <= pos and (self._at < 0 or self._at >= pos)):
+            self._from = pos
+            self._at = self.text.find(self.needle, pos)
+        if self._at < 0 or (end is not None and self._at + len(self.needle) > end):
+            return -1
+        return self._at
+
+
+def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
+    """Yield every ``open_tag … close_tag`` block, in order, in linear time.
+
+    A block whose closer is missing ends where the next opener starts (``closed=False``) or at the end
+    of the text (``at_end=True``).
+    """
+    pos = 0
+    n = len(text)
+    closes = NextFinder(text, close_tag)
+    while True:
+        o = text.find(open_tag, pos)
+        if o < 0:
+            return
+        body = o + len(open_tag)
+        c = closes.find(body)
+        nxt = text.find(open_tag, body)
+        if c >= 0 and (nxt < 0 or c < nxt):
+            yield Block(o, body, c, c + len(close_tag), closed=True, at_end=False)
+            pos = c + len(close_tag)
+        elif nxt >= 0:
+            yield Block(o, body, nxt, nxt, closed=False, at_end=False)
+            pos = nxt
+        else:
+            yield Block(o, body, n, n, closed=False, at_end=True)
+            return
+
+
+def extend_to_wrapper(text: str, start: int, end: int, open_tag: str, close_tag: str) -> tuple[int, int]:
+    """Grow a span over an ``open_tag`` right before it and a ``close_tag`` right after it."""
+    b = start
+    floor = max(0, start - 256)
+    while b > floor and text[b - 1].isspace():
+        b -= 1
+    if b >= len(open_tag) and text.startswith(open_tag, b - len(open_tag)):
+        start = b - len(open_tag)
+    after = skip_ws(text, end)
+    if text.startswith(close_tag, after):
+        end = after + len(close_tag)
+    return start, end
+
+
+def calls_from_payload(
+    text: str,
+    span: tuple[int, int],
+    fmt: str,
+    payload: str,
+    *,
+    fixes: tuple[str, ...] = (),
+    truncated: bool = False,
+) -> list[RawCall]:
+    """Like ``call_from_json_text``, but a JSON list of call objects gives one ``RawCall`` each."""
+    stripped = payload.lstrip()
+    if stripped.startswith("["):
+        decoded = decode_json(payload)
+        if decoded.error is None and isinstance(decoded.value, list) and decoded.value:
+            out = []
+            for item in decoded.value:
+                name, args, more, error = split_call_object(item)
+                out.append(
+                    make_call(
+                        text,
+                        span,
+                        fmt,
+                        name,
+                        arguments=args,
+                        arguments_text=payload,
+                        decode_error=error,
+                        fixes=(*fixes, *decoded.fixes, *more),
+                        truncated=truncated,
+                    )
+                )
+            return out
+    return [call_from_json_text(text, span, fmt, payload, fixes=fixes, truncated=truncated)]
+
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+_IDENT_ONLY = re.compile(r"\s*[A-Za-z_][\w.\-]{0,127}\s*\Z")
+
+
+def tool_call_body_kind(text: str, start: int, end: int) -> str:
+    """Say which format owns a ``<tool_call>`` body: ``hermes``, ``glm``, ``qwen3_coder`` or ``xml_invoke``."""
+    first = skip_ws(text, start, end)
+    if text.startswith("<function=", first):
+        return "qwen3_coder"
+    if text.startswith("<invoke", first):
+        return "xml_invoke"
+    if text.find("<arg_key>", start, end) >= 0 or _IDENT_ONLY.match(text, start, end):
+        return "glm"
+    return "hermes"
+
+
+def xml_value(raw: str) -> Any:
+    """Read a value written between XML-like tags.
+
+    One leading and one trailing newline are dropped (the templates put the value on its own line).
+    Objects and arrays are JSON-decoded; everything else stays a string for schema-guided repair.
+    """
+    value = raw[1:] if raw.startswith("\n") else raw
+    value = value[:-1] if value.endswith("\n") else value
+    head = value.lstrip()[:1]
+    if head in ("{", "["):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value

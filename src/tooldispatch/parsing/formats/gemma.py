@@ -1,0 +1,76 @@
+"""Gemma-style fenced tool calls: ```` ```tool_code ```` (Python calls) and ```` ```tool_call ```` (JSON or Python)."""
+
+from __future__ import annotations
+
+import re
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats import pythonic
+from tooldispatch.parsing.formats._common import (
+    FIX_UNCLOSED,
+    calls_from_payload,
+    make_call,
+    match_name,
+    skip_ws,
+)
+
+FORMAT = "gemma"
+MARKERS: tuple[str, ...] = ("```tool_code", "```tool_call")
+_FENCE_CLOSE = "```"
+# Linear: a literal prefix and one alternation of literals.
+_FENCE_OPEN = re.compile(r"```(?:tool_code|tool_call)[ \t]*\n?")
+
+
+def find(text: str) -> list[RawCall]:
+    """Find every ``tool_code``/``tool_call`` fence; each fence may hold several calls."""
+    out: list[RawCall] = []
+    pos = 0
+    n = len(text)
+    while True:
+        m = _FENCE_OPEN.search(text, pos)
+        if m is None:
+            return out
+        body_start = m.end()
+        close = text.find(_FENCE_CLOSE, body_start)
+        closed = close >= 0
+        body_end = close if closed else n
+        end = close + len(_FENCE_CLOSE) if closed else n
+        pos = end
+        span = (m.start(), end)
+        body = text[body_start:body_end]
+        fixes: tuple[str, ...] = () if closed else (FIX_UNCLOSED,)
+        first = skip_ws(text, body_start, body_end)
+        if first >= body_end:
+            continue
+        if text[first] == "{" or text.startswith("[{", first):
+            out.extend(calls_from_payload(text, span, FORMAT, body, fixes=fixes, truncated=not closed))
+            continue
+        calls = pythonic.parse_python_calls(body)
+        if calls is None:
+            start = first + 1 if text[first] == "[" else first
+            out.append(
+                make_call(
+                    text,
+                    span,
+                    FORMAT,
+                    match_name(text, skip_ws(text, start, body_end)),
+                    arguments_text=body,
+                    decode_error="not a Python call",
+                    fixes=fixes,
+                    truncated=not closed,
+                )
+            )
+            continue
+        out.extend(
+            make_call(
+                text,
+                span,
+                FORMAT,
+                c.name,
+                arguments=c.arguments,
+                decode_error=c.error,
+                fixes=fixes,
+                truncated=not closed,
+            )
+            for c in calls
+        )

@@ -1,0 +1,89 @@
+"""GLM-4.5/4.6/4.7 tool calls: ``<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>``.
+
+Values are strings as written; objects and arrays are JSON-decoded, and everything else is left for
+schema-guided repair to convert.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import (
+    FIX_INCOMPLETE,
+    FIX_UNCLOSED,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    NextFinder,
+    is_placeholder,
+    iter_blocks,
+    make_call,
+    tool_call_body_kind,
+    xml_value,
+)
+
+FORMAT = "glm"
+MARKERS: tuple[str, ...] = (TOOL_CALL_OPEN,)
+
+_KEY_OPEN, _KEY_CLOSE = "<arg_key>", "</arg_key>"
+_VALUE_OPEN, _VALUE_CLOSE = "<arg_value>", "</arg_value>"
+
+
+def find(text: str) -> list[RawCall]:
+    """Find every GLM ``<tool_call>`` block."""
+    out: list[RawCall] = []
+    value_closes = NextFinder(text, _VALUE_CLOSE)
+    for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
+        if tool_call_body_kind(text, block.body_start, block.body_end) != FORMAT:
+            continue
+        first_key = text.find(_KEY_OPEN, block.body_start, block.body_end)
+        head_end = block.body_end if first_key < 0 else first_key
+        name = text[block.body_start : head_end].strip()
+        if not name or is_placeholder(name):
+            continue
+        args, cut = _pairs(text, head_end, block.body_end, value_closes)
+        fixes: tuple[str, ...] = () if block.closed else (FIX_UNCLOSED,)
+        if cut:
+            fixes = (*fixes, FIX_INCOMPLETE)
+        out.append(
+            make_call(
+                text,
+                (block.start, block.end),
+                FORMAT,
+                name,
+                arguments=args,
+                arguments_text=text[head_end : block.body_end],
+                fixes=fixes,
+                truncated=block.at_end,
+            )
+        )
+    return out
+
+
+def _pairs(text: str, pos: int, end: int, value_closes: NextFinder) -> tuple[dict[str, Any], bool]:
+    """Read ``<arg_key>/<arg_value>`` pairs; report whether the last one was cut off."""
+    args: dict[str, Any] = {}
+    while True:
+        k = text.find(_KEY_OPEN, pos, end)
+        if k < 0:
+            return args, False
+        k_body = k + len(_KEY_OPEN)
+        k_end = text.find(_KEY_CLOSE, k_body, end)
+        if k_end < 0:
+            return args, True
+        key = text[k_body:k_end].strip()
+        v = text.find(_VALUE_OPEN, k_end, end)
+        next_key = text.find(_KEY_OPEN, k_end, end)
+        if v < 0 or 0 <= next_key < v:
+            args[key] = ""
+            if next_key < 0:
+                return args, True
+            pos = next_key
+            continue
+        v_body = v + len(_VALUE_OPEN)
+        v_end = value_closes.find(v_body, end)
+        if v_end < 0:
+            args[key] = xml_value(text[v_body:end])
+            return args, True
+        args[key] = xml_value(text[v_body:v_end])
+        pos = v_end + len(_VALUE_CLOSE)

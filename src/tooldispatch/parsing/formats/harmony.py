@@ -1,0 +1,118 @@
+"""gpt-oss harmony tool calls.
+
+A call is a message addressed to a recipient, on the commentary channel (as documented) or on the
+analysis channel (as gpt-oss also does), with the recipient before or after the channel::
+
+    <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{…}<|call|>
+    <|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{…}<|call|>
+
+Output usually starts at ``<|channel|>`` because the prompt already holds ``<|start|>assistant``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import (
+    FIX_UNCLOSED,
+    NextFinder,
+    decode_json,
+    is_placeholder,
+    make_call,
+)
+
+FORMAT = "harmony"
+MARKERS: tuple[str, ...] = ("to=",)
+START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
+END_TOKENS: tuple[str, ...] = ("<|call|>", "<|end|>", "<|return|>")
+_MAX_HEADER = 512
+# Linear: a literal then one bounded character class.
+_RECIPIENT = re.compile(r"to=([^\s<]{1,160})")
+
+
+def find(text: str) -> list[RawCall]:
+    """Find every harmony message that has a recipient."""
+    out: list[RawCall] = []
+    starts = NextFinder(text, START)
+    channels = NextFinder(text, CHANNEL)
+    messages = NextFinder(text, MESSAGE)
+    enders = [NextFinder(text, t) for t in END_TOKENS]
+    n = len(text)
+    pos = 0
+    while pos < n:
+        head = _first(starts.find(pos), channels.find(pos))
+        if head < 0:
+            return out
+        msg = messages.find(head)
+        # ``<|start|>assistant<|channel|>…`` is one header; a second ``<|start|>`` begins a new one.
+        restart = starts.find(head + 1)
+        if msg < 0 or (0 <= restart < msg):
+            if msg < 0:
+                header = text[head : min(n, head + _MAX_HEADER)]
+                m = _RECIPIENT.search(header)
+                if m is not None:
+                    out.append(
+                        make_call(
+                            text,
+                            (head, n),
+                            FORMAT,
+                            _tool_name(m.group(1)),
+                            decode_error="the message never started",
+                            truncated=True,
+                        )
+                    )
+                return out
+            pos = restart
+            continue
+        header = text[head:msg] if msg - head <= _MAX_HEADER else ""
+        body_start = msg + len(MESSAGE)
+        nxt = _first(starts.find(body_start), channels.find(body_start))
+        limit = n if nxt < 0 else nxt
+        body_end, close_end = limit, limit
+        for finder, token in zip(enders, END_TOKENS, strict=True):
+            i = finder.find(body_start, limit)
+            if 0 <= i < body_end:
+                body_end, close_end = i, i + len(token)
+        pos = max(close_end, body_start)
+        m = _RECIPIENT.search(header)
+        if m is None:
+            continue
+        name = _tool_name(m.group(1))
+        if is_placeholder(name):
+            continue
+        closed = close_end > body_end
+        at_end = not closed and limit == n
+        fixes: tuple[str, ...] = () if closed else (FIX_UNCLOSED,)
+        body = text[body_start:body_end]
+        out.append(_call(text, (head, close_end), name, body, fixes, at_end))
+    return out
+
+
+def _call(text: str, span: tuple[int, int], name: str, body: str, fixes: tuple[str, ...], at_end: bool) -> RawCall:
+    if not body.strip():
+        return make_call(text, span, FORMAT, name, arguments={}, fixes=fixes, truncated=at_end)
+    decoded = decode_json(body)
+    if decoded.error is not None:
+        return make_call(
+            text, span, FORMAT, name, arguments_text=body, decode_error=decoded.error, fixes=fixes, truncated=at_end
+        )
+    return make_call(
+        text,
+        span,
+        FORMAT,
+        name,
+        arguments=decoded.value,
+        arguments_text=body,
+        fixes=(*fixes, *decoded.fixes),
+        truncated=at_end,
+    )
+
+
+def _tool_name(recipient: str) -> str:
+    return recipient.removeprefix("functions.")
+
+
+def _first(*positions: int) -> int:
+    found = [p for p in positions if p >= 0]
+    return min(found) if found else -1

@@ -1,0 +1,176 @@
+"""Llama tool calls.
+
+* Llama 3.x JSON: ``{"name": …, "parameters": {…}}`` (``arguments`` also accepted) as the whole
+  output, or after ``<|python_tag|>``; several calls separated by ``;``. After ``<|python_tag|>`` a
+  built-in tool call such as ``brave_search.call(query="…")`` is read as Python.
+* Llama 4: ``<|python_start|>[get_weather(city="Paris")]<|python_end|>`` (Python call list, or JSON).
+"""
+
+from __future__ import annotations
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats import pythonic
+from tooldispatch.parsing.formats._common import (
+    FIX_UNCLOSED,
+    balanced_end,
+    calls_from_payload,
+    is_placeholder,
+    iter_blocks,
+    looks_like_call,
+    make_call,
+    match_name,
+    raw_decode_at,
+    skip_ws,
+    split_call_object,
+)
+
+FORMAT_LLAMA3 = "llama3_json"
+FORMAT_LLAMA4 = "llama4"
+PYTHON_TAG = "<|python_tag|>"
+PY_START, PY_END = "<|python_start|>", "<|python_end|>"
+MARKERS_LLAMA3: tuple[str, ...] = (PYTHON_TAG, '"name"')
+MARKERS_LLAMA4: tuple[str, ...] = (PY_START,)
+_END_TOKENS = ("<|eom_id|>", "<|eot_id|>")
+
+
+def find_llama3(text: str) -> list[RawCall]:
+    """Find Llama 3.x JSON calls: after ``<|python_tag|>``, or as the whole output."""
+    tag = text.find(PYTHON_TAG)
+    if tag >= 0:
+        return _calls_after(text, tag, tag + len(PYTHON_TAG), require_name=False)
+    first = skip_ws(text, 0)
+    if not text.startswith("{", first):
+        return []
+    calls = _calls_after(text, first, first, require_name=True)
+    # The whole output must be calls; JSON followed by prose is left to the fallback stage.
+    if calls and skip_ws(text, calls[-1].span[1]) < len(text):
+        return []
+    return calls
+
+
+def _calls_after(text: str, start: int, pos: int, *, require_name: bool) -> list[RawCall]:
+    out: list[RawCall] = []
+    n = len(text)
+    i = skip_ws(text, pos)
+    if i < n and text[i] not in "{[":
+        return _python_after(text, start, i)
+    while i < n and text[i] in "{[":
+        span_start = start if not out else out[-1].span[1]
+        done = raw_decode_at(text, i)
+        if done is not None:
+            value, end = done
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                if require_name and not looks_like_call(item):
+                    return []
+                name, args, fixes, error = split_call_object(item)
+                out.append(
+                    make_call(
+                        text,
+                        (span_start, end),
+                        FORMAT_LLAMA3,
+                        name,
+                        arguments=args,
+                        arguments_text=text[i:end],
+                        decode_error=error,
+                        fixes=fixes,
+                    )
+                )
+        else:
+            end = balanced_end(text, i)
+            cut = end < 0
+            end = n if cut else end
+            calls = calls_from_payload(text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut)
+            if require_name and any(c.name is None for c in calls):
+                return []
+            out.extend(calls)
+        i = skip_ws(text, end)
+        if i < n and text[i] == ";":
+            i = skip_ws(text, i + 1)
+        for token in _END_TOKENS:
+            if text.startswith(token, i):
+                out[-1] = _with_end(text, out[-1], i + len(token))
+                i = skip_ws(text, i + len(token))
+    return [c for c in out if not is_placeholder(c.name)]
+
+
+def _python_after(text: str, start: int, i: int) -> list[RawCall]:
+    """``<|python_tag|>brave_search.call(query="x")``: a built-in tool call written as Python."""
+    paren = text.find("(", i)
+    if paren < 0:
+        return []
+    end = balanced_end(text, paren, python=True)
+    if end < 0:
+        name = text[i:paren].strip()
+        return [
+            make_call(text, (start, len(text)), FORMAT_LLAMA3, name, decode_error="call not closed", truncated=True)
+        ]
+    calls = pythonic.parse_python_calls(text[i:end])
+    if not calls:
+        return []
+    stop = end
+    for token in _END_TOKENS:
+        t = skip_ws(text, stop)
+        if text.startswith(token, t):
+            stop = t + len(token)
+    return [
+        make_call(text, (start, stop), FORMAT_LLAMA3, c.name, arguments=c.arguments, decode_error=c.error)
+        for c in calls
+    ]
+
+
+def _with_end(text: str, call: RawCall, end: int) -> RawCall:
+    return make_call(
+        text,
+        (call.span[0], end),
+        call.format,
+        call.name,
+        arguments=call.arguments,
+        arguments_text=call.arguments_text,
+        decode_error=call.decode_error,
+        fixes=call.lenient,
+        truncated=call.truncated,
+    )
+
+
+def find_llama4(text: str) -> list[RawCall]:
+    """Find ``<|python_start|>…<|python_end|>`` blocks holding a Python call list or JSON."""
+    out: list[RawCall] = []
+    for block in iter_blocks(text, PY_START, PY_END):
+        body = text[block.body_start : block.body_end]
+        span = (block.start, block.end)
+        fixes: tuple[str, ...] = () if block.closed else (FIX_UNCLOSED,)
+        first = skip_ws(text, block.body_start, block.body_end)
+        if text.startswith("{", first) or text.startswith("[{", first) or text.startswith("[ {", first):
+            out.extend(calls_from_payload(text, span, FORMAT_LLAMA4, body, fixes=fixes, truncated=block.at_end))
+            continue
+        calls = pythonic.parse_python_calls(body)
+        if calls is None:
+            name = match_name(text, skip_ws(text, first + 1 if text.startswith("[", first) else first))
+            out.append(
+                make_call(
+                    text,
+                    span,
+                    FORMAT_LLAMA4,
+                    name,
+                    arguments_text=body,
+                    decode_error="not a Python call list",
+                    fixes=fixes,
+                    truncated=block.at_end,
+                )
+            )
+            continue
+        out.extend(
+            make_call(
+                text,
+                span,
+                FORMAT_LLAMA4,
+                c.name,
+                arguments=c.arguments,
+                decode_error=c.error,
+                fixes=fixes,
+                truncated=block.at_end,
+            )
+            for c in calls
+        )
+    return out

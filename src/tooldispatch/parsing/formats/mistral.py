@@ -1,0 +1,153 @@
+"""Mistral tool calls after ``[TOOL_CALLS]``.
+
+Before tokenizer v11 the payload is a JSON list (``[TOOL_CALLS][{"name": …, "arguments": {…}}]``);
+from v11 it is ``name[ARGS]{…}`` (older builds: ``name{…}``), with an optional ``[CALL_ID]id``, and
+``[TOOL_CALLS]`` repeated before each call.
+"""
+
+from __future__ import annotations
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import (
+    FIX_UNCLOSED,
+    balanced_end,
+    call_from_json_text,
+    decode_json,
+    is_placeholder,
+    make_call,
+    match_name,
+    raw_decode_at,
+    skip_ws,
+    split_call_object,
+)
+
+FORMAT = "mistral"
+TOKEN = "[TOOL_CALLS]"
+MARKERS: tuple[str, ...] = (TOKEN,)
+_ARGS = "[ARGS]"
+_CALL_ID = "[CALL_ID]"
+
+
+def find(text: str) -> list[RawCall]:
+    """Find every call introduced by ``[TOOL_CALLS]``."""
+    out: list[RawCall] = []
+    pos = 0
+    while True:
+        t = text.find(TOKEN, pos)
+        if t < 0:
+            return out
+        p = skip_ws(text, t + len(TOKEN))
+        if text.startswith(("[", "{"), p):
+            calls, pos = _json_payload(text, t, p)
+        else:
+            calls, pos = _named_payload(text, t, p)
+        out.extend(c for c in calls if not is_placeholder(c.name))
+        pos = max(pos, t + len(TOKEN))
+
+
+def _json_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
+    """Read a JSON list (or one object) of calls, element by element, so one bad element stays alone."""
+    if text.startswith("{", p):
+        end = balanced_end(text, p)
+        stop = len(text) if end < 0 else end
+        return [call_from_json_text(text, (token, stop), FORMAT, text[p:stop], truncated=end < 0)], stop
+    list_end = balanced_end(text, p)
+    limit = len(text) if list_end < 0 else list_end
+    out: list[RawCall] = []
+    i = skip_ws(text, p + 1, limit)
+    while i < limit and text[i] != "]":
+        start = token if not out else out[-1].span[1]
+        done = raw_decode_at(text, i)
+        if done is not None and done[1] <= limit:
+            value, e = done
+            name, args, fixes, error = split_call_object(value)
+            out.append(
+                make_call(
+                    text,
+                    (start, e),
+                    FORMAT,
+                    name,
+                    arguments=args,
+                    arguments_text=text[i:e],
+                    decode_error=error,
+                    fixes=fixes,
+                )
+            )
+        else:
+            e = balanced_end(text, i, limit=limit) if text.startswith("{", i) else -1
+            cut = e < 0
+            e = limit if cut else e
+            out.append(call_from_json_text(text, (start, e), FORMAT, text[i:e], truncated=cut and list_end < 0))
+        i = skip_ws(text, e, limit)
+        if i < limit and text[i] == ",":
+            i = skip_ws(text, i + 1, limit)
+        elif i < limit and text[i] != "]":
+            break
+    if out and list_end >= 0:
+        last = out[-1]
+        out[-1] = make_call(
+            text,
+            (last.span[0], list_end),
+            FORMAT,
+            last.name,
+            arguments=last.arguments,
+            arguments_text=last.arguments_text,
+            decode_error=last.decode_error,
+            fixes=last.lenient,
+            truncated=last.truncated,
+        )
+    if not out and list_end < 0:
+        decoded = decode_json(text[p:])
+        if decoded.error is not None:
+            out.append(
+                make_call(
+                    text,
+                    (token, len(text)),
+                    FORMAT,
+                    None,
+                    arguments_text=text[p:],
+                    decode_error=decoded.error,
+                    truncated=True,
+                )
+            )
+    return out, limit
+
+
+def _named_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
+    """Read ``name[CALL_ID]id[ARGS]{…}`` / ``name{…}``."""
+    name = match_name(text, p)
+    if name is None:
+        return [], p
+    i = p + len(name)
+    for marker in (_CALL_ID, _ARGS, _CALL_ID):
+        i = skip_ws(text, i)
+        if text.startswith(marker, i):
+            i += len(marker)
+            if marker == _CALL_ID:
+                ident = match_name(text, skip_ws(text, i))
+                i = skip_ws(text, i) + (len(ident) if ident else 0)
+    i = skip_ws(text, i)
+    if not text.startswith("{", i):
+        if i >= len(text):
+            return [make_call(text, (token, len(text)), FORMAT, name, decode_error="no arguments", truncated=True)], i
+        return [], i
+    end = balanced_end(text, i)
+    cut = end < 0
+    stop = len(text) if cut else end
+    decoded = decode_json(text[i:stop])
+    if decoded.error is not None:
+        call = make_call(
+            text, (token, stop), FORMAT, name, arguments_text=text[i:stop], decode_error=decoded.error, truncated=cut
+        )
+    else:
+        call = make_call(
+            text,
+            (token, stop),
+            FORMAT,
+            name,
+            arguments=decoded.value,
+            arguments_text=text[i:stop],
+            fixes=decoded.fixes + ((FIX_UNCLOSED,) if cut and decoded.complete else ()),
+            truncated=cut,
+        )
+    return [call], stop

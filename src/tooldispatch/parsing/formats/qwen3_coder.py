@@ -1,0 +1,31 @@
+"""Qwen3-Coder tool calls: ``<function=name><parameter=key>value</parameter></function>``.
+
+Usually wrapped in ``<tool_call>…</tool_call>``, sometimes not. Values are strings as written.
+"""
+
+from __future__ import annotations
+
+import regex
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
+
+FORMAT = "qwen3_coder"
+MARKERS: tuple[str, ...] = ("<function=",)
+
+DIALECT = XmlDialect(
+    fmt=FORMAT,
+    item_prefix="<function=",
+    item_open=regex.compile(r"<function=([^>\n]{1,128})>"),
+    item_close="</function>",
+    param_prefix="<parameter=",
+    param_open=regex.compile(r"<parameter=([^>\n]{1,128})>"),
+    param_close="</parameter>",
+    wrappers=((TOOL_CALL_OPEN, TOOL_CALL_CLOSE),),
+)
+
+
+def find(text: str) -> list[RawCall]:
+    """Find every ``<function=…>`` call."""
+    return find_xml_calls(text, DIALECT)

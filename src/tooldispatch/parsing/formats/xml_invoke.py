@@ -1,0 +1,37 @@
+"""XML invoke tool calls (MiniMax-M2, Claude-style prompts).
+
+``<invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>``, optionally wrapped in
+``<minimax:tool_call>``, ``<function_calls>`` or ``<tool_call>``. Values are strings as written; JSON
+objects and arrays are decoded.
+"""
+
+from __future__ import annotations
+
+import regex
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
+
+FORMAT = "xml_invoke"
+MARKERS: tuple[str, ...] = ("<invoke",)
+
+DIALECT = XmlDialect(
+    fmt=FORMAT,
+    item_prefix="<invoke",
+    item_open=regex.compile(r"<invoke\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
+    item_close="</invoke>",
+    param_prefix="<parameter",
+    param_open=regex.compile(r"<parameter\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
+    param_close="</parameter>",
+    wrappers=(
+        ("<minimax:tool_call>", "</minimax:tool_call>"),
+        ("<function_calls>", "</function_calls>"),
+        (TOOL_CALL_OPEN, TOOL_CALL_CLOSE),
+    ),
+)
+
+
+def find(text: str) -> list[RawCall]:
+    """Find every ``<invoke name=…>`` call."""
+    return find_xml_calls(text, DIALECT)

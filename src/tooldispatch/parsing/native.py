@@ -1,0 +1,78 @@
+"""Tool calls a server already extracted (OpenAI ``tool_calls``), decoded with the same tolerance."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import FIX_ARGUMENTS_STRING, decode_json
+
+FORMAT = "openai"
+
+
+def _field(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def read_native_calls(native_calls: Iterable[Any]) -> list[tuple[RawCall, str | None]]:
+    """Turn an OpenAI ``tool_calls`` list into ``RawCall`` values, each with the server's id.
+
+    Entries may be dicts or SDK objects. ``function.arguments`` is normally a JSON string (often
+    malformed from local servers); it is decoded leniently. An object in its place is taken as is.
+    """
+    out: list[tuple[RawCall, str | None]] = []
+    for entry in native_calls:
+        fn = _field(entry, "function")
+        source = fn if fn is not None else entry
+        name = _field(source, "name")
+        name = name if isinstance(name, str) and name else None
+        ident = _field(entry, "id")
+        ident = ident if isinstance(ident, str) and ident else None
+        raw_args = _field(source, "arguments")
+        raw = _raw_text(name, raw_args)
+        if raw_args is None or (isinstance(raw_args, str) and not raw_args.strip()):
+            call = RawCall((-1, -1), raw, FORMAT, "native", name, arguments={}, arguments_text=raw_args)
+        elif isinstance(raw_args, str):
+            decoded = decode_json(raw_args)
+            if decoded.error is not None:
+                call = RawCall(
+                    (-1, -1),
+                    raw,
+                    FORMAT,
+                    "native",
+                    name,
+                    arguments_text=raw_args,
+                    decode_error=decoded.error,
+                    truncated=not decoded.complete,
+                )
+            else:
+                value = decoded.value
+                fixes = decoded.fixes
+                if isinstance(value, str):
+                    # Arguments encoded twice: a JSON string holding the JSON object.
+                    inner = decode_json(value)
+                    if inner.error is None:
+                        value, fixes = inner.value, (*fixes, FIX_ARGUMENTS_STRING, *inner.fixes)
+                call = RawCall(
+                    (-1, -1),
+                    raw,
+                    FORMAT,
+                    "native",
+                    name,
+                    arguments=value,
+                    arguments_text=raw_args,
+                    lenient=fixes,
+                    truncated=not decoded.complete,
+                )
+        else:
+            call = RawCall((-1, -1), raw, FORMAT, "native", name, arguments=raw_args)
+        out.append((call, ident))
+    return out
+
+
+def _raw_text(name: str | None, arguments: Any) -> str:
+    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, default=str)

@@ -1,0 +1,230 @@
+"""Split a model's reasoning from its content, keeping offsets into the original text.
+
+Three dialects are recognised:
+
+* ``<think>…</think>`` (Qwen3, DeepSeek-R1, most open reasoning models). When the prompt already
+  opened the block (``reasoning_open=True``, llama.cpp's ``thinking_forced_open``), the text up to the
+  first ``</think>`` is reasoning. A ``</think>`` with no opener before it means the same thing. An
+  opener that is never closed makes the rest of the text reasoning.
+* ``[THINK]…[/THINK]`` (Magistral), with the same rules.
+* gpt-oss harmony channels: ``<|channel|>analysis<|message|>…<|end|>`` is reasoning,
+  ``<|channel|>final<|message|>…`` is content. A message addressed to a recipient
+  (``to=functions.x``) is left whole in the content so that the harmony finder can read the call.
+
+The result is a list of segments over the original text, so every later stage can report spans in
+the caller's coordinates. ``content_view``/``reasoning_view`` give same-length copies of the text where
+everything else is blanked out with spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+SegmentKind = Literal["content", "reasoning", "hidden"]
+Segment = tuple[int, int, SegmentKind]
+_Splitter = Callable[[int, int, bool], list[Segment]]
+
+_TAG_PAIRS: tuple[tuple[str, str], ...] = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
+
+_H_START = "<|start|>"
+_H_CHANNEL = "<|channel|>"
+_H_MESSAGE = "<|message|>"
+_H_ENDS: tuple[str, ...] = ("<|end|>", "<|call|>", "<|return|>")
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningSplit:
+    """Where the reasoning and the content lie in one model output.
+
+    Attributes:
+        text: the original text.
+        segments: ordered, non-overlapping ``(start, end, kind)`` covering the text; ``hidden`` marks
+            markers such as ``<think>`` or harmony headers that are neither content nor reasoning.
+    """
+
+    text: str
+    segments: tuple[Segment, ...]
+
+    def spans(self, kind: SegmentKind) -> tuple[tuple[int, int], ...]:
+        """Return the ``(start, end)`` offsets of every segment of one kind."""
+        return tuple((s, e) for s, e, k in self.segments if k == kind)
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text, markers removed, one stripped block per line group."""
+        parts = (self.text[s:e].strip() for s, e in self.spans("reasoning"))
+        return "\n".join(p for p in parts if p)
+
+    @property
+    def content(self) -> str:
+        """The content text (everything that is neither reasoning nor a marker), stripped."""
+        return "".join(self.text[s:e] for s, e in self.spans("content")).strip()
+
+    @property
+    def has_reasoning(self) -> bool:
+        """True when some non-blank reasoning was found."""
+        return any(self.text[s:e].strip() for s, e in self.spans("reasoning"))
+
+    def view(self, kind: SegmentKind) -> str:
+        """Return a copy of the text with every segment not of ``kind`` replaced by spaces.
+
+        The copy has the same length, so offsets found in it are offsets in the original text.
+        """
+        return "".join(self.text[s:e] if k == kind else " " * (e - s) for s, e, k in self.segments)
+
+
+def split_reasoning(text: str, *, reasoning_open: bool = False) -> ReasoningSplit:
+    """Split ``text`` into reasoning, content and markers.
+
+    Args:
+        text: the raw model output.
+        reasoning_open: the prompt ended inside an opened reasoning block, so the output starts in it.
+
+    Returns:
+        The segments, with offsets into ``text``.
+    """
+    segments: list[Segment] = [(0, len(text), "content")] if text else []
+    if _H_CHANNEL in text or _H_MESSAGE in text:
+        segments = _refine(segments, lambda s, e, first: _split_harmony(text, s, e))
+    for open_tag, close_tag in _TAG_PAIRS:
+        if open_tag in text or close_tag in text or reasoning_open:
+            segments = _refine(segments, _tag_splitter(text, open_tag, close_tag, reasoning_open))
+    if reasoning_open and segments and not any(k == "reasoning" for _, _, k in segments):
+        # No closer of any dialect: the whole output is still inside the opened block.
+        segments = [(s, e, "reasoning" if k == "content" else k) for s, e, k in segments]
+    return ReasoningSplit(text=text, segments=tuple(_merge(segments)))
+
+
+def _refine(segments: list[Segment], split: _Splitter) -> list[Segment]:
+    out: list[Segment] = []
+    first = True
+    for s, e, kind in segments:
+        if kind == "content":
+            out.extend(split(s, e, first and s == 0))
+        else:
+            out.append((s, e, kind))
+        first = False
+    return out
+
+
+def _tag_splitter(text: str, open_tag: str, close_tag: str, reasoning_open: bool) -> _Splitter:
+    def split(start: int, end: int, first: bool) -> list[Segment]:
+        return _split_tags(text, start, end, open_tag, close_tag, first and reasoning_open)
+
+    return split
+
+
+def _split_tags(text: str, start: int, end: int, open_tag: str, close_tag: str, opened: bool) -> list[Segment]:
+    out: list[Segment] = []
+    pos = start
+    first_close = text.find(close_tag, pos, end)
+    first_open = text.find(open_tag, pos, end)
+    if opened and first_close < 0 and first_open < 0:
+        # Another dialect may close the opened block; leave the decision to the caller.
+        return [(start, end, "content")]
+    if first_close >= 0 and (opened or first_open < 0 or first_close < first_open):
+        lead = text.find(open_tag, pos, first_close)
+        if lead >= 0 and not text[pos:lead].strip():
+            out.append((pos, lead, "content"))
+            out.append((lead, lead + len(open_tag), "hidden"))
+            pos = lead + len(open_tag)
+        out.append((pos, first_close, "reasoning"))
+        out.append((first_close, first_close + len(close_tag), "hidden"))
+        pos = first_close + len(close_tag)
+    while pos < end:
+        o = text.find(open_tag, pos, end)
+        if o < 0:
+            out.append((pos, end, "content"))
+            break
+        out.append((pos, o, "content"))
+        body = o + len(open_tag)
+        out.append((o, body, "hidden"))
+        c = text.find(close_tag, body, end)
+        if c < 0:
+            out.append((body, end, "reasoning"))
+            break
+        out.append((body, c, "reasoning"))
+        out.append((c, c + len(close_tag), "hidden"))
+        pos = c + len(close_tag)
+    return out
+
+
+def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
+    """Split one region into harmony messages.
+
+    A message is an optional ``<|start|>role`` header, ``<|channel|>name`` with optional recipient and
+    ``<|constrain|>``, then ``<|message|>`` and a body up to an end token, the next ``<|start|>`` or
+    ``<|channel|>``, or the end of the text.
+    """
+    out: list[Segment] = []
+    pos = start
+    while pos < end:
+        head = _next_header(text, pos, end)
+        if head < 0:
+            out.append((pos, end, "content"))
+            break
+        out.append((pos, head, "content"))
+        msg = text.find(_H_MESSAGE, head, end)
+        if msg < 0:
+            # A header with no body: a cut-off output or a stray marker.
+            out.append((head, end, _header_kind(text[head:end])))
+            break
+        nxt = _next_header(text, msg, end)
+        if 0 <= nxt < msg:
+            nxt = -1
+        body_start = msg + len(_H_MESSAGE)
+        body_end, close_end = _body_end(text, body_start, end if nxt < 0 else nxt)
+        header = text[head:msg]
+        if "to=" in header:
+            out.append((head, close_end, "content"))
+        else:
+            channel = _channel_name(header)
+            out.append((head, body_start, "hidden"))
+            out.append((body_start, body_end, "reasoning" if channel == "analysis" else "content"))
+            out.append((body_end, close_end, "hidden"))
+        pos = close_end
+    return out
+
+
+def _next_header(text: str, pos: int, end: int) -> int:
+    starts = [i for i in (text.find(_H_START, pos, end), text.find(_H_CHANNEL, pos, end)) if i >= 0]
+    if not starts:
+        return -1
+    return min(starts)
+
+
+def _body_end(text: str, body_start: int, limit: int) -> tuple[int, int]:
+    best = limit
+    token_len = 0
+    for token in _H_ENDS:
+        i = text.find(token, body_start, limit)
+        if 0 <= i < best:
+            best = i
+            token_len = len(token)
+    return best, best + token_len
+
+
+def _header_kind(header: str) -> SegmentKind:
+    return "content" if "to=" in header else "hidden"
+
+
+def _channel_name(header: str) -> str:
+    i = header.find(_H_CHANNEL)
+    if i < 0:
+        return ""
+    rest = header[i + len(_H_CHANNEL) :].strip()
+    return rest.split(None, 1)[0].split("<", 1)[0] if rest else ""
+
+
+def _merge(segments: Iterable[Segment]) -> list[Segment]:
+    out: list[Segment] = []
+    for s, e, k in segments:
+        if e <= s:
+            continue
+        if out and out[-1][2] == k and out[-1][1] == s:
+            out[-1] = (out[-1][0], e, k)
+        else:
+            out.append((s, e, k))
+    return out
