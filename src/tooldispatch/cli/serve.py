@@ -1,0 +1,117 @@
+"""``tooldispatch serve --profile NAME`` and ``tooldispatch profiles``.
+
+Thin: the profile is loaded and planned by ``tooldispatch.profiles``; this module prints, launches, waits
+and tells the user how to point ``run`` at the server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tooldispatch.errors import BackendUnavailable, ConfigError
+from tooldispatch.profiles import (
+    DEFAULT_PROFILE,
+    list_profiles,
+    load_profile,
+    models_answer,
+    plan_launch,
+    start_server,
+    stop_server,
+    wait_until_ready,
+)
+
+ProfileOpt = Annotated[
+    str, typer.Option("--profile", "-p", help="A profile name from configs/ (see `tooldispatch profiles`) or a path.")
+]
+
+
+def _fail(exc: Exception, code: int) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code)
+
+
+def serve(
+    profile: ProfileOpt = DEFAULT_PROFILE,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact command and exit.")] = False,
+    port: Annotated[int | None, typer.Option("--port", help="Listen on this port instead of the profile's.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Listen on this address instead of the profile's.")] = None,
+    launcher: Annotated[
+        str | None, typer.Option("--launcher", help="An alternative launch form of the profile (e.g. container).")
+    ] = None,
+    model_path: Annotated[
+        str | None, typer.Option("--model-path", help="GGUF file for llama.cpp servers, instead of the profile's.")
+    ] = None,
+    log: Annotated[Path | None, typer.Option("--log", help="Server log file (default .tooldispatch/logs/).")] = None,
+    ready_timeout: Annotated[
+        float | None, typer.Option("--ready-timeout", help="Seconds to wait for /v1/models to answer.")
+    ] = None,
+) -> None:
+    """Start the server a profile describes, wait until /v1/models answers, and say how to use it."""
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        prof = load_profile(profile)
+        plan = plan_launch(prof, launcher=launcher, host=host, port=port, model_path=model_path)
+    except ConfigError as exc:
+        raise _fail(exc, 2) from exc
+    if dry_run:
+        typer.echo(plan.command_line)
+        return
+    if models_answer(plan.base_url):
+        raise _fail(
+            ConfigError(f"a server already answers on {plan.base_url}; use it, or pick another --port"),
+            2,
+        )
+    log_path = log or Path(".tooldispatch") / "logs" / f"{plan.profile}-{plan.port}.log"
+    console.print(f"[bold]starting[/bold] {plan.command_line}")
+    console.print(f"log: {log_path}")
+    try:
+        process = start_server(plan, log_path=log_path)
+    except ConfigError as exc:
+        raise _fail(exc, 2) from exc
+    try:
+        with console.status(f"waiting for {plan.base_url}/models to answer ..."):
+            took = wait_until_ready(plan, process, log_path=log_path, timeout_s=ready_timeout)
+    except BackendUnavailable as exc:
+        stop_server(process)
+        raise _fail(exc, 1) from exc
+    except KeyboardInterrupt:
+        stop_server(process)
+        raise typer.Exit(130) from None
+    port_flag = f" --port {plan.port}" if port is not None else ""
+    console.print(
+        f"[green]ready[/green] on {plan.base_url} after {took:.1f} s (pid {process.pid}). Point the agent at it:"
+    )
+    console.print(f'  tooldispatch run "TASK" --profile {prof.name}{port_flag}')
+    console.print(f'  tooldispatch run "TASK" --base-url {plan.base_url}')
+    console.print("Press Ctrl+C to stop the server.")
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        stop_server(process)
+        console.print("server stopped")
+        return
+    raise _fail(BackendUnavailable(f"the server exited with code {code}; see {log_path}"), 1)
+
+
+def profiles() -> None:
+    """List the deployment profiles in configs/."""
+    table = Table("profile", "backend", "description")
+    for name in list_profiles():
+        try:
+            prof = load_profile(name)
+        except ConfigError as exc:
+            table.add_row(name, "[red]invalid[/red]", str(exc))
+            continue
+        table.add_row(name, prof.backend, prof.description)
+    Console(soft_wrap=True).print(table)
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``serve`` and ``profiles`` to the command line."""
+    app.command("serve")(serve)
+    app.command("profiles")(profiles)

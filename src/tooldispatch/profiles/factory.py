@@ -1,0 +1,77 @@
+"""Build the backend a profile describes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tooldispatch.backends.base import Backend
+from tooldispatch.backends.openai_compat import OpenAICompatBackend, ToolPrompt
+from tooldispatch.errors import ConfigError
+from tooldispatch.profiles.launch import client_host, fill
+from tooldispatch.profiles.schema import Profile, load_profile
+
+
+def tool_prompt_for(model: str | None) -> ToolPrompt | None:
+    """The system-prompt renderer of the model family's tool format (``None``: the backend's default).
+
+    Raises:
+        ConfigError: the manifest names an unknown tool format.
+    """
+    if not model:
+        return None
+    from tooldispatch.models import load_manifest
+    from tooldispatch.prompting import get_format
+
+    name = model.partition("@")[0]
+    return get_format(load_manifest(name).tool_format).system
+
+
+def client_base_url(profile: Profile, *, host: str | None = None, port: int | None = None) -> str:
+    """The client URL of an ``openai_compat`` profile, with ``{host}`` / ``{port}`` filled in."""
+    if profile.client is None:
+        raise ConfigError(f"profile {profile.name!r} has no [client] table")
+    server = profile.server
+    listen = host or (server.host if server else "127.0.0.1")
+    chosen_port = port if port is not None else (server.port if server else 8000)
+    return fill(profile.client.base_url, {"host": client_host(listen), "port": str(chosen_port)})
+
+
+def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
+    """Build the backend a profile describes; keyword arguments override the profile's settings.
+
+    For ``openai_compat`` profiles the overrides are ``OpenAICompatBackend`` arguments (``base_url``,
+    ``parse``, ``model``, ``timeout_s``, ...) plus ``port`` and ``host`` to point at another server
+    instance. For ``llamacpp`` profiles they are ``LlamaCppBackend`` arguments.
+
+    Raises:
+        ConfigError: the profile is invalid, or a required setting (an API key) is missing.
+    """
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    if prof.backend == "llamacpp":
+        from tooldispatch.backends.llamacpp import LlamaCppBackend
+
+        kwargs: dict[str, Any] = {"model": prof.model, **prof.llamacpp}
+        kwargs.update(overrides)
+        backend: Backend = LlamaCppBackend(**kwargs)
+        return backend
+    client = prof.client
+    assert client is not None
+    host = overrides.pop("host", None)
+    port = overrides.pop("port", None)
+    settings: dict[str, Any] = {
+        "base_url": client_base_url(prof, host=host, port=port),
+        "model": client.served_model,
+        "dialect": client.dialect,
+        "parse": client.parse,
+        "api_key_env": client.api_key_env,
+        "timeout_s": client.timeout_s,
+        "max_retries": client.max_retries,
+        "extra_body": dict(client.extra_body),
+        "provider": dict(client.provider) if client.provider else None,
+        "headers": dict(client.headers),
+        "profile": prof.name,
+    }
+    settings.update(overrides)
+    if settings.get("tool_prompt") is None and settings["parse"] == "client":
+        settings["tool_prompt"] = tool_prompt_for(prof.model)
+    return OpenAICompatBackend(**settings)
