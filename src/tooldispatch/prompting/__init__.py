@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tooldispatch.prompting.formats import FORMATS, ToolFormat, get_format
 from tooldispatch.prompting.grammar import gbnf_literal, tool_call_grammar
+from tooldispatch.prompting.markers import MarkerSplitter
 from tooldispatch.prompting.prompt import prepare_messages, render_prompt
 from tooldispatch.prompting.template import BUILTIN_TEMPLATES, GEMMA3_TEMPLATE, ChatTemplate, template_source
 
@@ -17,6 +18,7 @@ __all__ = [
     "FORMATS",
     "GEMMA3_TEMPLATE",
     "ChatTemplate",
+    "MarkerSplitter",
     "ToolFormat",
     "gbnf_literal",
     "get_format",
