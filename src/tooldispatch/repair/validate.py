@@ -26,6 +26,9 @@ Check = Callable[[Any], bool]
 _CACHE_LIMIT = 1024
 _validators: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
 _checks: dict[int, tuple[Mapping[str, Any], Check | None]] = {}
+# Second level, by content: a caller that rebuilds equal tool declarations every turn still compiles once.
+_validators_by_content: dict[str, jsonschema.protocols.Validator] = {}
+_checks_by_content: dict[str, Check | None] = {}
 
 _ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"}
@@ -44,17 +47,19 @@ def validator_for(schema: Mapping[str, Any], *, tool: str = "") -> jsonschema.pr
     hit = _validators.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(dict(schema))
-    except SchemaError as exc:
-        raise ConfigError(
-            f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration"
-        ) from exc
-    validator = cls(schema)
-    if len(_validators) >= _CACHE_LIMIT:
-        _validators.clear()
-    _validators[id(schema)] = (schema, validator)
+    key = _content_key(schema)
+    validator = _validators_by_content.get(key)
+    if validator is None:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(dict(schema))
+        except SchemaError as exc:
+            raise ConfigError(
+                f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration"
+            ) from exc
+        validator = cls(schema)
+        _remember(_validators_by_content, key, validator)
+    _remember(_validators, id(schema), (schema, validator))
     return validator
 
 
@@ -63,11 +68,28 @@ def fast_check(schema: Mapping[str, Any]) -> Check | None:
     hit = _checks.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    check = _compile(schema, schema, 0)
-    if len(_checks) >= _CACHE_LIMIT:
-        _checks.clear()
-    _checks[id(schema)] = (schema, check)
+    key = _content_key(schema)
+    if key in _checks_by_content:
+        check = _checks_by_content[key]
+    else:
+        check = _compile(schema, schema, 0)
+        _remember(_checks_by_content, key, check)
+    _remember(_checks, id(schema), (schema, check))
     return check
+
+
+def _content_key(schema: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(schema, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return f"id:{id(schema)}"
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    # Entries hold the schema itself, so an id is never reused while it is cached.
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
 
 
 def _is_number(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jsonschema
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.repair import repair_call, schema_errors
-from tooldispatch.repair.validate import fast_check
+from tooldispatch.repair.validate import fast_check, validator_for
 from tooldispatch.toolspec import ToolSpec
 
 from .schemas import ORDER, WEATHER
@@ -73,6 +74,12 @@ def test_fast_check_is_stricter_where_repair_applies() -> None:
     assert weather({"location": "Paris", "days": 3.0}) is False
     assert search({"Q": "x"}) is False
     assert anything({"Q": "x"}) is True
+
+
+def test_equal_schemas_share_one_compiled_check() -> None:
+    """Equal schemas in distinct objects (tools rebuilt every turn) reuse one compiled check and validator."""
+    assert fast_check(copy.deepcopy(WEATHER)) is fast_check(copy.deepcopy(WEATHER))
+    assert validator_for(copy.deepcopy(ORDER)) is validator_for(copy.deepcopy(ORDER))
 
 
 def test_unsupported_keyword_has_no_fast_check() -> None:
