@@ -229,3 +229,44 @@ def test_name_repair_then_arguments(tools: dict[str, ToolSpec]) -> None:
         Repair("name", "", "Place-Order", "place_order", 0),
         Repair("key", "/itemz", "itemz", "items", 1),
     )
+
+
+def test_single_object_wrapped_for_array_of_objects(tools: dict[str, ToolSpec]) -> None:
+    """One object where an array of such objects is wanted becomes a one-item list, then is repaired inside."""
+    args = {"customer": {"id": 1}, "items": {"sku": "A", "quantity": "2"}}
+    result = repair_call("place_order", args, tools, level="lossless")
+    assert result.arguments == {"customer": {"id": 1}, "items": [{"sku": "A", "quantity": 2}]}
+    assert result.repairs == (
+        Repair("type", "/items", {"sku": "A", "quantity": "2"}, [{"sku": "A", "quantity": "2"}]),
+        Repair("type", "/items/0/quantity", "2", 2),
+    )
+
+
+def test_nullable_branch_coerces_non_null_value() -> None:
+    """For ``anyOf: [integer, null]`` a string number is coerced with the integer branch."""
+    schema = {"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
+    result = repair_call("t", {"n": "7"}, {"t": ToolSpec("t", parameters=schema)}, level="lossless")
+    assert (result.arguments, result.repairs) == ({"n": 7}, (Repair("type", "/n", "7", 7),))
+
+
+def test_additional_properties_schema_guides_repair() -> None:
+    """Values of undeclared keys are repaired against an ``additionalProperties`` schema."""
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}}
+    result = repair_call("t", {"a": "5"}, {"t": ToolSpec("t", parameters=schema)}, level="lossless")
+    assert (result.ok, result.arguments) == (True, {"a": 5})
+
+
+def test_unknown_name_tie_is_named() -> None:
+    """A name equally near two tools is UnknownName and the error names the tie."""
+    tools = {n: ToolSpec(n) for n in ("get_cat", "get_car")}
+    assert repair_call("get_ca", {}, tools, level="bounded").error == (
+        'unknown tool "get_ca" (it is equally close to "get_cat", "get_car", so it was not guessed); '
+        "declared tools: get_cat, get_car"
+    )
+
+
+def test_two_wrong_keys_do_not_claim_one_property(tools: dict[str, ToolSpec]) -> None:
+    """When two keys could both stand for one property, only the first is renamed."""
+    result = repair_call("get_weather", {"Location": "Paris", "LOCATION": "Rome"}, tools, level="bounded")
+    assert result.repairs == (Repair("key", "/Location", "Location", "location", 0),)
+    assert result.bucket == "SchemaMismatch"
