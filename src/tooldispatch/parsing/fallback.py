@@ -1,0 +1,771 @@
+"""The fallback stage: call-like text that no strict format claimed.
+
+It runs only on the parts of the output the strict stage left (``exclude`` spans are skipped) and finds:
+
+* JSON call objects: ``{"name": ..., "arguments": {...}}`` (name keys ``name``/``function``/``tool``/
+  ``tool_name``/``function_name``/``action``; argument keys ``arguments``/``parameters``/``args``/``input``/
+  ``tool_input``/``action_input``/``params``), arguments given as a JSON string, ``{"get_weather": {...}}``,
+  lists of these, and calls nested in a wrapper object (``{"tool_calls": [...]}``, ``{"function": {...}}``);
+* a tool name written outside its arguments object: ``update_record {...}``, ``get_weather({...})``,
+  ``get_weather: {...}``, ReAct's ``Action: get_weather`` / ``Action Input: {...}``;
+* python-call syntax ``get_weather(city="Paris")``, read with :mod:`ast` (literal values only, never evaluated);
+* any of these inside tolerant wrappers: misspelled, re-cased or spaced ``<tool_call>`` tags, ``<toolcall>``,
+  ``<function_call>``, ``<tools>``, Markdown fences of any language, and a final tag or fence never closed.
+
+**False-positive guard.** A candidate needs an anchor: a declared tool name (exact, or resolved by
+:func:`tooldispatch.repair.resolve_name` at the ``bounded`` level) and an arguments object (a python call with
+no arguments counts only for a tool with no required arguments). Placeholders copied from a prompt
+(``tool_name``, ``<function-name>``, ``{...}``, ``{{ name }}``, ``"..."`` values), echoed tool schemas, and JSON
+that names no declared tool are never candidates. When the name stands outside the object, at least one key of
+the object must be one of the tool's parameters (so that ``the result of get_weather: {"temp": 20}`` stays prose).
+
+Names are kept as written (repair resolves them later), except that a namespace prefix such as ``functions.``
+is dropped. Each :class:`RawCall` has ``format`` set to the shape (``json``, ``named_json``, ``python_call``),
+prefixed by the wrapper when there was one (``tag:json``, ``fence:python_call``).
+
+Every pattern here is linear: character classes with bounded repeats or unambiguous ``[^"\\\\]*(?:\\\\.[^"\\\\]*)*``
+string bodies; brace and parenthesis matching is a single forward scan with a counter.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rapidfuzz.distance import Levenshtein
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED
+from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, loads_lenient
+from tooldispatch.toolspec import ToolSpec
+
+__all__ = ["find_fallback"]
+
+NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name", "action")
+ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
+PLACEHOLDER_NAMES = frozenset(
+    {"tool_name", "function_name", "tool", "function", "name", "func_name", "your_tool", "example", "tool_call"}
+)
+_SCHEMA_KEYWORDS = frozenset(
+    {"type", "description", "enum", "items", "properties", "anyOf", "oneOf", "$ref", "default"}
+)
+_WRAPPER_TAGS = frozenset({"toolcall", "toolcalls", "functioncall", "functioncalls", "tools", "tool", "toolcode"})
+FIX_TAG = "wrapper_tag"
+"""Fix recorded when a tool-call tag was misspelled, re-cased or spaced (``<Tool_Call>``, ``<toolcall>``)."""
+_RESCAN_DEPTH = 2  # how many wrapper objects deep calls are looked for (``{"tool_calls": [{...}]}``)
+
+_TAG = re.compile(r"<\|?[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
+_FENCE = re.compile(r"```[ \t]*([\w+\-]*)[^\n`]*")
+_DQ_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_SQ_BODY = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
+_IN_OBJECT = re.compile(r"\{+|\}|[\"']")
+_IN_CALL = re.compile(r"[()\[\]{}\"']")
+_VALID_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
+_CALL_NAME = re.compile(r"(?<![\w.$\-])([A-Za-z_][\w.\-]{0,127})[ \t]*\(")
+_CLOSE_PAREN = re.compile(r"\s*\)")
+_REACT_BEFORE = re.compile(
+    r"Action[ \t]*:[ \t]*([A-Za-z_][\w.\-]{0,127})[ \t]*\r?\n[ \t]*Action[ \t]+Input[ \t]*:\s*\Z"
+)
+_DEF_BEFORE = re.compile(r"(?:def|class|function|fn)[ \t]+\Z")
+_SALVAGE_NAME = re.compile(
+    r"[\"']?(?:name|function|tool|tool_name|function_name)[\"']?[ \t]*:[ \t]*[\"']([^\"'\n]{1,128})[\"']"
+)
+_SALVAGE_ARGS = re.compile(
+    r"[\"']?(?:arguments|parameters|args|input|tool_input|action_input|params)[\"']?[ \t]*:[ \t]*(?=[{\"'])"
+)
+_SALVAGE_KEYED = re.compile(r"\{\s*[\"']?([A-Za-z_][\w.\-]{0,127})[\"']?[ \t]*:[ \t]*(?=\{)")
+_PLACEHOLDER_TEXT = re.compile(r"\s*(?:\{\s*(?:\.\.\.|…)?\s*\}|\.\.\.|…|<[^<>]{0,40}>|\{\{[^{}]{0,40}\}\})\s*")
+_LIST_OPEN = re.compile(r"\[\s*\Z")
+_LIST_CLOSE = re.compile(r"\s*\]")
+_SEPARATOR = re.compile(r"[\s,;]*")
+_WINDOW = 256  # how far back a name outside its object is looked for
+
+
+@dataclass(slots=True)
+class _Found:
+    start: int
+    end: int
+    call: RawCall
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    start: int  # the opening tag or fence
+    body: int  # where its content starts
+    body_end: int  # where its content ends
+    end: int  # after the closing tag or fence (the region end when unclosed)
+    kind: str  # "tag" or "fence"
+    closed: bool
+
+    def fixes(self, text: str) -> tuple[str, ...]:
+        """The wrapper tolerances this wrapper needed."""
+        out: list[str] = []
+        if self.kind == "fence":
+            out.append(FIX_FENCE)
+        elif text[self.start : self.body].strip() != "<tool_call>" or (
+            self.closed and text[self.body_end : self.end].strip() != "</tool_call>"
+        ):
+            out.append(FIX_TAG)
+        if not self.closed:
+            out.append(FIX_UNCLOSED)
+        return tuple(out)
+
+
+def find_fallback(
+    text: str, tools: Mapping[str, ToolSpec], *, exclude: Sequence[tuple[int, int]] = ()
+) -> list[RawCall]:
+    """Find anchored call-like spans in the parts of ``text`` no strict format claimed.
+
+    Args:
+        text: the model output (content, or reasoning when calls are looked for there).
+        tools: the declared tools by name.
+        exclude: spans already claimed by the strict stage; nothing inside them is looked at.
+
+    Returns:
+        The candidates in text order, with ``stage="fallback"``, non-overlapping, names as written.
+    """
+    if not tools or not text:
+        return []
+    out: list[RawCall] = []
+    for start, end in _free_regions(len(text), exclude):
+        if end > start:
+            out.extend(_Region(text, start, end, tools).find())
+    return out
+
+
+def _free_regions(n: int, exclude: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    regions: list[tuple[int, int]] = []
+    pos = 0
+    for s, e in sorted((max(0, s), min(n, e)) for s, e in exclude if e > s):
+        if s > pos:
+            regions.append((pos, s))
+        pos = max(pos, e)
+    if pos < n:
+        regions.append((pos, n))
+    return regions
+
+
+class _Region:
+    """One stretch of unclaimed text; offsets are absolute positions in the full text."""
+
+    def __init__(self, text: str, start: int, end: int, tools: Mapping[str, ToolSpec]) -> None:
+        self.text = text
+        self.lo = start
+        self.hi = end
+        self.at_end = end == len(text)
+        self.tools = tools
+
+    def find(self) -> list[RawCall]:
+        pairs, unclosed = _scan_objects(self.text, self.lo, self.hi)
+        found = self._objects(pairs, unclosed, self.hi, 0)
+        objects = pairs + ([(unclosed[0], self.hi)] if unclosed else [])
+        found.extend(self._python_calls(objects))
+        found.sort(key=lambda f: f.start)
+        kept: list[_Found] = []
+        for f in found:
+            if not kept or f.start >= kept[-1].end:
+                kept.append(f)
+        if not kept:
+            return []
+        self._wrap(kept)
+        self._absorb_separators(kept)
+        return [replace(f.call, span=(f.start, f.end), raw=self.text[f.start : f.end]) for f in kept]
+
+    # -- JSON objects -------------------------------------------------------------------------------
+
+    def _objects(self, pairs: list[tuple[int, int]], unclosed: list[int], hi: int, depth: int) -> list[_Found]:
+        found: list[_Found] = []
+        limit = hi
+        for u in unclosed[:3]:  # outermost first; an object cut off at the end of the region
+            hit = self._object(u, hi, closed=False, depth=depth)
+            if hit:
+                found.extend(hit)
+                limit = u
+                break
+        for s, e in pairs:
+            if s >= limit:
+                break
+            found.extend(self._object(s, e, closed=True, depth=depth))
+        return found
+
+    def _object(self, s: int, e: int, *, closed: bool, depth: int) -> list[_Found]:
+        """Candidates from the object at ``[s, e)`` (``closed=False``: it runs unclosed to ``e``)."""
+        obj_text = self.text[s:e]
+        try:
+            decoded = loads_lenient(obj_text)
+        except LenientJSONError as exc:
+            salvaged = self._salvage(s, e, obj_text, str(exc), closed=closed)
+            return [salvaged] if salvaged else []
+        value = decoded.value
+        if not isinstance(value, dict) or _is_schema_echo(value):
+            return []
+        truncated = not decoded.complete and self.at_end and e == self.hi
+        fixes = decoded.fixes
+        call = self._call_from_dict(value, obj_text, fixes, truncated)
+        if call is not None:
+            return [_Found(s, e, call)]
+        named = self._named_object(s, e, value, obj_text, decoded.fixes, truncated)
+        if named is not None:
+            return [named]
+        if closed and depth < _RESCAN_DEPTH and e - s > 2:
+            pairs, unclosed = _scan_objects(self.text, s + 1, e - 1)
+            inner = self._objects(pairs, unclosed, e - 1, depth + 1)
+            _partition(inner, s, e)  # the wrapper object belongs to the calls it holds
+            return inner
+        return []
+
+    def _call_from_dict(
+        self, value: dict[str, Any], obj_text: str, fixes: tuple[str, ...], truncated: bool
+    ) -> RawCall | None:
+        """A call written as one object: ``{"name": ..., "arguments": ...}`` or ``{"tool": {...}}``."""
+        name: str | None = None
+        for key in NAME_KEYS:
+            candidate = value.get(key)
+            if isinstance(candidate, str):
+                name = candidate
+                break
+        if name is None:
+            if len(value) != 1:
+                return None
+            ((key, args),) = value.items()
+            resolved = self._anchor(key)
+            if resolved is None or not isinstance(args, dict) or not self._keys_fit(resolved, args):
+                return None
+            if _is_placeholder_args(args) or _looks_like_schema(args, self.tools[_canonical(resolved, self.tools)]):
+                return None
+            return _raw_call("json", resolved, args, obj_text, fixes=fixes, truncated=truncated)
+        resolved = self._anchor(name)
+        if resolved is None:
+            return None
+        arg_key = next((k for k in ARGUMENT_KEYS if k in value), None)
+        if arg_key is None:
+            return None
+        args = value[arg_key]
+        spec = self.tools[_canonical(resolved, self.tools)]
+        if isinstance(args, str):
+            return self._string_arguments(resolved, args, obj_text, fixes, truncated)
+        if _is_placeholder_args(args) or _looks_like_schema(args, spec):
+            return None
+        return _raw_call("json", resolved, args, obj_text, fixes=fixes, truncated=truncated)
+
+    def _string_arguments(
+        self, name: str, args: str, obj_text: str, fixes: tuple[str, ...], truncated: bool
+    ) -> RawCall | None:
+        """Arguments given as a JSON string: decode it leniently, keeping its own fixes."""
+        if _PLACEHOLDER_TEXT.fullmatch(args):
+            return None
+        if not args.strip():
+            return _raw_call("json", name, {}, obj_text, args_text=args, fixes=fixes, truncated=truncated)
+        try:
+            inner = loads_lenient(args)
+        except LenientJSONError as exc:
+            return _raw_call(
+                "json", name, None, obj_text, args_text=args, fixes=fixes, truncated=truncated, error=str(exc)
+            )
+        merged = fixes + tuple(f for f in inner.fixes if f not in fixes)
+        if isinstance(inner.value, dict) and _is_placeholder_args(inner.value):
+            return None
+        return _raw_call(
+            "json", name, inner.value, obj_text, args_text=args, fixes=merged, truncated=truncated or not inner.complete
+        )
+
+    def _named_object(
+        self, s: int, e: int, args: dict[str, Any], obj_text: str, fixes: tuple[str, ...], truncated: bool
+    ) -> _Found | None:
+        """An arguments object with the tool name written before it."""
+        window_start = max(self.lo, s - _WINDOW)
+        react = _REACT_BEFORE.search(self.text, window_start, s)
+        if react is not None:
+            fmt, name, start, paren = "react", react.group(1), react.start(), False
+        else:
+            found = _name_before(self.text, s, self.lo)
+            if found is None:
+                return None
+            fmt, (name, start, paren) = "named_json", found
+            if _DEF_BEFORE.search(self.text, max(self.lo, start - 16), start):
+                return None
+        resolved = self._anchor(name)
+        if resolved is None or _is_placeholder_args(args):
+            return None
+        spec = self.tools[_canonical(resolved, self.tools)]
+        if not self._keys_fit(resolved, args) or _looks_like_schema(args, spec):
+            return None
+        end = e
+        if paren:
+            close = _CLOSE_PAREN.match(self.text, e, self.hi)
+            if close:
+                end = close.end()
+        call = _raw_call(fmt, resolved, args, obj_text, fixes=fixes, truncated=truncated)
+        return _Found(start, end, call)
+
+    def _salvage(self, s: int, e: int, obj_text: str, error: str, *, closed: bool) -> _Found | None:
+        """A call object whose JSON cannot be read: keep the name when it is anchored, and the error."""
+        truncated = not closed and self.at_end and e == self.hi
+        name_m = _SALVAGE_NAME.search(obj_text)
+        if name_m is not None:
+            args_m = _SALVAGE_ARGS.search(obj_text)
+        else:
+            name_m = args_m = _SALVAGE_KEYED.match(obj_text)
+        if name_m is None or args_m is None:
+            return None
+        resolved = self._anchor(name_m.group(1))
+        if resolved is None:
+            return None
+        args_text = _value_text(obj_text, args_m.end())
+        if _PLACEHOLDER_TEXT.fullmatch(args_text):
+            return None
+        if args_text.startswith(("'", '"')):
+            with contextlib.suppress(LenientJSONError):
+                args_text = str(loads_lenient(args_text).value)
+            if _PLACEHOLDER_TEXT.fullmatch(args_text):
+                return None
+        try:
+            inner = loads_lenient(args_text)
+        except LenientJSONError as exc:
+            error = str(exc)
+        else:
+            if isinstance(inner.value, dict) and not _is_placeholder_args(inner.value):
+                call = _raw_call(
+                    "json", resolved, inner.value, obj_text, args_text=args_text, fixes=inner.fixes, truncated=truncated
+                )
+                return _Found(s, e, call)
+            return None
+        call = _raw_call("json", resolved, None, obj_text, args_text=args_text, truncated=truncated, error=error)
+        return _Found(s, e, call)
+
+    # -- python-call syntax -------------------------------------------------------------------------
+
+    def _python_calls(self, objects: list[tuple[int, int]]) -> list[_Found]:
+        """``name(key=value, ...)`` outside JSON objects."""
+        found: list[_Found] = []
+        skip_until = self.lo
+        taken = sorted(objects)
+        t = 0
+        for m in _CALL_NAME.finditer(self.text, self.lo, self.hi):
+            start = m.start()
+            if start < skip_until:
+                continue
+            while t < len(taken) and taken[t][1] <= start:
+                t += 1
+            if t < len(taken) and taken[t][0] <= start:
+                continue  # inside a JSON object already looked at
+            resolved = self._anchor(m.group(1))
+            if resolved is None or _DEF_BEFORE.search(self.text, max(self.lo, start - 16), start):
+                continue
+            open_paren = m.end() - 1
+            after = self.text[m.end() : m.end() + 64].lstrip()
+            if after.startswith("{"):
+                continue  # ``name({...})``: the object finder reads it
+            close = _match_call(self.text, open_paren, self.hi)
+            if close is None:
+                call = self._truncated_python(resolved, open_paren)
+                if call is not None:
+                    found.append(_Found(start, self.hi, call))
+                break  # everything after an unclosed call is inside it
+            call = self._python_call(resolved, self.text[open_paren + 1 : close - 1])
+            if call is not None:
+                found.append(_Found(start, close, call))
+                skip_until = close
+        return found
+
+    def _python_call(self, name: str, inner: str) -> RawCall | None:
+        parsed = _parse_kwargs(inner)
+        if parsed is None:
+            return None
+        if not parsed and self.tools[_canonical(name, self.tools)].required:
+            return None  # ``name()`` for a tool that needs arguments is prose, not a call
+        if _is_placeholder_args(parsed):
+            return None
+        return _raw_call("python_call", name, parsed, inner, args_text=inner)
+
+    def _truncated_python(self, name: str, open_paren: int) -> RawCall | None:
+        inner = self.text[open_paren + 1 : self.hi]
+        if not self.at_end or not re.match(r"\s*[A-Za-z_]\w*\s*=(?!=)", inner):
+            return None
+        for closer in (")", '")', "')", "])", '"])', "'])", "})", '"})', "'})"):
+            parsed = _parse_kwargs(inner + closer[:-1])
+            if parsed is not None:
+                return _raw_call(
+                    "python_call", name, parsed, inner, args_text=inner, fixes=(FIX_INCOMPLETE,), truncated=True
+                )
+        return _raw_call("python_call", name, None, inner, args_text=inner, truncated=True, error="the call is cut off")
+
+    # -- anchors --------------------------------------------------------------------------------------
+
+    def _anchor(self, name: str) -> str | None:
+        """The name as it should be reported when it anchors a candidate, else ``None``."""
+        if name in self.tools:
+            return name
+        if not _VALID_NAME.fullmatch(name) or name.lower() in PLACEHOLDER_NAMES:
+            return None
+        if "." in name:
+            tail = name.rsplit(".", 1)[1]
+            if tail in self.tools:
+                return tail
+            if _resolve(tail, self.tools) is not None:
+                return tail
+        return name if _resolve(name, self.tools) is not None else None
+
+    def _keys_fit(self, name: str, args: Mapping[str, Any]) -> bool:
+        """True when the object's keys look like this tool's parameters (a name outside its object)."""
+        props = self.tools[_canonical(name, self.tools)].properties
+        if not args:
+            return not props or not self.tools[_canonical(name, self.tools)].required
+        wanted = {_norm(p) for p in props}
+        return any(_norm(k) in wanted for k in args)
+
+    # -- spans ----------------------------------------------------------------------------------------
+
+    def _wrap(self, kept: list[_Found]) -> None:
+        """Grow candidates over the tags or fences around them, and mark the wrapper in ``format``."""
+        k = 0
+        for w in _wrappers(self.text, self.lo, self.hi):
+            while k < len(kept) and kept[k].start < w.body:
+                k += 1
+            inside = []
+            j = k
+            while j < len(kept) and kept[j].end <= w.body_end:
+                inside.append(kept[j])
+                j += 1
+            if not inside:
+                continue
+            _partition(inside, w.start, w.end)
+            fixes = w.fixes(self.text)
+            for f in inside:
+                lenient = f.call.lenient + tuple(x for x in fixes if x not in f.call.lenient)
+                f.call = replace(f.call, format=f"{w.kind}:{f.call.format}", lenient=lenient)
+            k = j
+        for f in kept:  # a closing tag with no opening one, right after the call
+            m = _TAG.match(self.text, _SEPARATOR.match(self.text, f.end, self.hi).end(), self.hi)  # type: ignore[union-attr]
+            if m and m.group(1) and _is_wrapper_name(m.group(2)):
+                f.end = m.end()
+
+    def _absorb_separators(self, kept: list[_Found]) -> None:
+        """Give commas, semicolons and list brackets between neighbouring calls to the calls."""
+        text = self.text
+        run_start = 0
+        for i in range(1, len(kept) + 1):
+            joined = i < len(kept) and _SEPARATOR.match(text, kept[i - 1].end, kept[i].start).end() == kept[i].start  # type: ignore[union-attr]
+            if joined:
+                kept[i].start = kept[i - 1].end
+                continue
+            first, last = kept[run_start], kept[i - 1]
+            opening = _LIST_OPEN.search(text, max(self.lo, first.start - 64), first.start)
+            closing = _LIST_CLOSE.match(text, last.end, self.hi)
+            if opening and closing:
+                first.start = opening.start()
+                last.end = closing.end()
+            run_start = i
+
+
+# -- scanning helpers ---------------------------------------------------------------------------------
+
+
+def _scan_objects(text: str, lo: int, hi: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """Outermost balanced ``{...}`` spans in ``[lo, hi)`` and the openers still unclosed at ``hi``.
+
+    Quotes count as string delimiters only inside an object (prose has apostrophes), and a single quote only
+    where a value or key can start.
+    """
+    pairs: list[tuple[int, int]] = []
+    stack: list[int] = []
+    i = lo
+    while i < hi:
+        if not stack:
+            j = text.find("{", i, hi)
+            if j < 0:
+                break
+            stack.append(j)
+            i = j + 1
+            continue
+        m = _IN_OBJECT.search(text, i, hi)
+        if m is None:
+            break
+        j = m.start()
+        c = text[j]
+        if c == "{":  # a run of openers at once
+            i = m.end()
+            stack.extend(range(j, i))
+        elif c == "}":
+            s = stack.pop()
+            i = j + 1
+            if not stack:
+                pairs.append((s, i))
+        elif c == '"' or _value_can_start(text, j, lo):
+            body = (_DQ_BODY if c == '"' else _SQ_BODY).match(text, j + 1, hi)
+            end = body.end() if body else hi
+            i = end + 1 if end < hi and text[end] == c else hi
+        else:
+            i = j + 1
+    return pairs, stack
+
+
+def _value_can_start(text: str, j: int, lo: int) -> bool:
+    k = j - 1
+    while k >= lo and text[k] in " \t\r\n":
+        k -= 1
+    return k >= lo and text[k] in "{[,:("
+
+
+def _match_call(text: str, open_paren: int, hi: int) -> int | None:
+    """The offset after the parenthesis that closes the one at ``open_paren``, or ``None``."""
+    depth = 0
+    i = open_paren
+    while i < hi:
+        m = _IN_CALL.search(text, i, hi)
+        if m is None:
+            return None
+        j = m.start()
+        c = text[j]
+        if c in "([{":
+            depth += 1
+            i = j + 1
+        elif c in ")]}":
+            depth -= 1
+            i = j + 1
+            if depth == 0:
+                return i if c == ")" else None
+        else:
+            body = (_DQ_BODY if c == '"' else _SQ_BODY).match(text, j + 1, hi)
+            end = body.end() if body else hi
+            if end >= hi or text[end] != c:
+                return None
+            i = end + 1
+    return None
+
+
+def _partition(found: list[_Found], start: int, end: int) -> None:
+    """Share ``[start, end)`` among the calls found inside it, so none of the wrapper is left as content."""
+    if not found:
+        return
+    found[0].start = start
+    for prev, cur in itertools.pairwise(found):
+        cur.start = prev.end
+    found[-1].end = end
+
+
+def _value_text(text: str, start: int) -> str:
+    """The JSON value text starting at ``start``: a balanced object, or a quoted string (to the end if cut)."""
+    c = text[start : start + 1]
+    if c == "{":
+        pairs, _ = _scan_objects(text, start, len(text))
+        if pairs and pairs[0][0] == start:
+            return text[start : pairs[0][1]]
+        return text[start:]
+    if c in ("'", '"'):
+        body = (_DQ_BODY if c == '"' else _SQ_BODY).match(text, start + 1)
+        end = body.end() if body else len(text)
+        return text[start : end + 1]
+    return text[start:]
+
+
+def _wrappers(text: str, lo: int, hi: int) -> list[_Wrapper]:
+    """Tolerant tool-call tags and Markdown fences in ``[lo, hi)``, outermost only, in order."""
+    found: list[_Wrapper] = []
+    opened: tuple[int, int] | None = None
+    for m in _TAG.finditer(text, lo, hi):
+        if not _is_wrapper_name(m.group(2)):
+            continue
+        if not m.group(1):  # an opening tag; an earlier one left open ends here
+            if opened is not None:
+                found.append(_Wrapper(opened[0], opened[1], m.start(), m.start(), "tag", closed=False))
+            opened = (m.start(), m.end())
+        elif opened is not None:
+            found.append(_Wrapper(opened[0], opened[1], m.start(), m.end(), "tag", closed=True))
+            opened = None
+    if opened is not None:
+        found.append(_Wrapper(opened[0], opened[1], hi, hi, "tag", closed=False))
+    fence_open: tuple[int, int] | None = None
+    for m in _FENCE.finditer(text, lo, hi):
+        if fence_open is None:
+            fence_open = (m.start(), m.end())
+        else:
+            found.append(_Wrapper(fence_open[0], fence_open[1], m.start(), m.start() + 3, "fence", closed=True))
+            fence_open = None
+    if fence_open is not None:
+        found.append(_Wrapper(fence_open[0], fence_open[1], hi, hi, "fence", closed=False))
+    found.sort(key=lambda w: (w.start, -w.end))
+    outer: list[_Wrapper] = []
+    for w in found:
+        if not outer or w.start >= outer[-1].end:
+            outer.append(w)
+    return outer
+
+
+def _is_wrapper_name(raw: str) -> bool:
+    name = re.sub(r"[\s_\-]", "", raw).lower()
+    if name in _WRAPPER_TAGS:
+        return True
+    return len(name) >= 6 and (
+        Levenshtein.distance(name, "toolcall", score_cutoff=2) <= 2
+        or Levenshtein.distance(name, "functioncall", score_cutoff=2) <= 2
+    )
+
+
+def _name_before(text: str, s: int, lo: int) -> tuple[str, int, bool] | None:
+    """The identifier written just before offset ``s`` (``name {``, ``name({``, ``name: {``, ``name = {``).
+
+    Returns the name, its start, and whether an opening parenthesis came between it and ``s``.
+    """
+    k = s
+    while k > lo and text[k - 1] in " \t\r\n":
+        k -= 1
+    paren = False
+    if k > lo and text[k - 1] in "(:=":
+        paren = text[k - 1] == "("
+        k -= 1
+    elif k - 1 > lo and text[k - 2 : k] == "->":
+        k -= 2
+    while k > lo and text[k - 1] in " \t":
+        k -= 1
+    end = k
+    while k > lo and (text[k - 1].isalnum() or text[k - 1] in "_.-") and end - k <= 128:
+        k -= 1
+    if k > lo and (text[k - 1].isalnum() or text[k - 1] in "_.-$"):
+        return None  # longer than any name we accept
+    m = _VALID_NAME.match(text, k, end)
+    if m is None or m.end() != end:
+        return None
+    return m.group(), k, paren
+
+
+# -- value checks -------------------------------------------------------------------------------------
+
+
+def _is_schema_echo(value: Mapping[str, Any]) -> bool:
+    """A tool declaration copied back (``{"type": "function", "function": {... "parameters": schema}}``)."""
+    fn = value.get("function")
+    if value.get("type") == "function" and isinstance(fn, Mapping):
+        return _is_schema(fn.get("parameters"))
+    return "description" in value and _is_schema(value.get("parameters"))
+
+
+def _is_schema(value: Any) -> bool:
+    if not isinstance(value, Mapping):
+        return False
+    props = value.get("properties")
+    if not isinstance(props, Mapping):
+        return False
+    if value.get("type") == "object" or isinstance(value.get("required"), list):
+        return True
+    return bool(props) and all(isinstance(p, Mapping) and _SCHEMA_KEYWORDS.intersection(p) for p in props.values())
+
+
+def _looks_like_schema(args: Any, spec: ToolSpec) -> bool:
+    """Arguments that are a JSON Schema rather than values (unless the tool takes such keys)."""
+    if not isinstance(args, Mapping) or "properties" in spec.properties:
+        return False
+    return _is_schema(args)
+
+
+def _is_placeholder_args(args: Any) -> bool:
+    """``{...}``-style stand-ins, or an object whose every value is one (``{"city": "..."}``)."""
+    if isinstance(args, str):
+        return bool(_PLACEHOLDER_TEXT.fullmatch(args))
+    if isinstance(args, Mapping) and args:
+        return all(isinstance(v, str) and _PLACEHOLDER_TEXT.fullmatch(v) for v in args.values())
+    return False
+
+
+def _parse_kwargs(inner: str) -> dict[str, Any] | None:
+    """Keyword arguments of a python call with literal values, or ``None`` when they are not that."""
+    try:
+        tree = ast.parse(f"_f({inner})", mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    call = tree.body
+    if not isinstance(call, ast.Call) or call.args:
+        return None
+    out: dict[str, Any] = {}
+    for kw in call.keywords:
+        if kw.arg is None:
+            return None
+        try:
+            out[kw.arg] = _literal(kw.value, 0)
+        except ValueError:
+            return None
+    return out
+
+
+_NAMED_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "none": None}
+
+
+def _literal(node: ast.expr, depth: int) -> Any:
+    """The value of a literal expression, walking the tree (never evaluating)."""
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    if isinstance(node, ast.Constant) and isinstance(node.value, str | int | float | bool | type(None)):
+        return node.value
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(e, depth + 1) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                raise ValueError("a dict key that is not a string")
+            out[k.value] = _literal(v, depth + 1)
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        operand = node.operand
+        if (
+            isinstance(operand, ast.Constant)
+            and isinstance(operand.value, int | float)
+            and not isinstance(operand.value, bool)
+        ):
+            return -operand.value if isinstance(node.op, ast.USub) else operand.value
+    if isinstance(node, ast.Name) and node.id in _NAMED_LITERALS:
+        return _NAMED_LITERALS[node.id]
+    raise ValueError(f"not a literal: {type(node).__name__}")
+
+
+# -- small helpers ------------------------------------------------------------------------------------
+
+
+def _raw_call(
+    fmt: str,
+    name: str,
+    arguments: Any,
+    raw: str,
+    *,
+    args_text: str | None = None,
+    fixes: tuple[str, ...] = (),
+    truncated: bool = False,
+    error: str | None = None,
+) -> RawCall:
+    return RawCall(
+        span=(-1, -1),
+        raw=raw,
+        format=fmt,
+        stage="fallback",
+        name=name,
+        arguments=arguments,
+        arguments_text=args_text if args_text is not None else (raw if fixes else None),
+        decode_error=error,
+        truncated=truncated,
+        lenient=fixes,
+    )
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name).lower()
+
+
+def _canonical(name: str, tools: Mapping[str, ToolSpec]) -> str:
+    """The declared name an anchored name stands for."""
+    if name in tools:
+        return name
+    resolved = _resolve(name, tools)
+    assert resolved is not None  # only called on anchored names
+    return resolved
+
+
+def _resolve(name: str, tools: Mapping[str, ToolSpec]) -> str | None:
+    from tooldispatch.repair import resolve_name  # imported late: the repair package imports this one's siblings
+
+    resolved, _ = resolve_name(name, tools, level="bounded")
+    return resolved
