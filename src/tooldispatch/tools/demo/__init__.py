@@ -15,7 +15,7 @@ Example::
     d.dispatch("assign_driver", {"driver_id": "d-north-1", "order_id": "o-101"}, session_id="s1")
 """
 
-from tooldispatch.tools.demo._registry import SCHEMAS, build_registry
+from tooldispatch.tools.demo._registry import SCHEMAS, WORLD_ENV, build_registry, registry_from_env
 from tooldispatch.tools.demo._tasks import TASKS, DemoTask, demo_tasks
 from tooldispatch.tools.demo._world import DEFAULT_ZONES, ORDER_STATUSES, AuditEntry, DemoWorld
 
@@ -24,9 +24,11 @@ __all__ = [
     "ORDER_STATUSES",
     "SCHEMAS",
     "TASKS",
+    "WORLD_ENV",
     "AuditEntry",
     "DemoTask",
     "DemoWorld",
     "build_registry",
     "demo_tasks",
+    "registry_from_env",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from tooldispatch.tools.demo._world import ORDER_STATUSES, DemoWorld
@@ -54,7 +55,7 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
     - ``refresh_drivers``: read-only; refreshes the ``drivers`` state.
     - ``assign_driver``: destructive; 3 per ``driver_id``; needs ``drivers`` observed in the last 30 s;
       compensated by ``unassign_driver``.
-    - ``unassign_driver``: destructive (the saga inverse).
+    - ``unassign_driver``: destructive (the saga inverse); no approval, so a rollback can run it.
     - ``send_message``: side-effecting, idempotent on ``to`` + ``subject``.
     - ``cancel_order``: destructive; needs a human's approval.
 
@@ -86,6 +87,7 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
         schema=SCHEMAS["unassign_driver"],
         read_only=False,
         destructive=True,
+        requires_approval=False,
         **common,
     )
     reg.register(
@@ -120,3 +122,17 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
         **common,
     )
     return reg
+
+
+WORLD_ENV = "TOOLDISPATCH_DEMO_WORLD"
+"""Environment variable naming the demo world's SQLite file for ``registry_from_env``."""
+
+
+def registry_from_env() -> Registry:
+    """The demo registry over the world file named by ``TOOLDISPATCH_DEMO_WORLD`` (seeded when new).
+
+    Lets the command line resume demo calls, e.g.
+    ``tooldispatch approvals approve ID --tools tooldispatch.tools.demo:registry_from_env``.
+    The file defaults to ``demo-world.db`` in the current folder.
+    """
+    return build_registry(DemoWorld.seed(os.environ.get(WORLD_ENV, "demo-world.db")))

@@ -1,0 +1,245 @@
+"""``tooldispatch bench dispatch``: what the dispatch layer costs, measured against a bare function call.
+
+Three measurements, taken side by side in one run so that the ratios hold on any machine:
+
+1. a no-op read-only tool: bare call vs ``Dispatcher.dispatch`` (admission, validation, timer, trace);
+2. a no-op side-effecting tool whose idempotency record is made durable in a SQLite file before the
+   tool runs (every call has fresh arguments, so every call writes a new record);
+3. throughput with N concurrent sessions (threads), each dispatching the side-effecting tool.
+
+Each single-call figure is the median and 95th percentile of individually timed calls after a warm-up.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldispatch.dispatch import Dispatcher, Registry
+
+READ_ONLY_TARGET_US = 100.0
+SIDE_EFFECT_TARGET_US = 2000.0
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Per-call times of one variant, in microseconds.
+
+    Attributes:
+        name: what was called.
+        n: how many timed calls.
+        median_us: the median.
+        p95_us: the 95th percentile.
+    """
+
+    name: str
+    n: int
+    median_us: float
+    p95_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """A dispatched variant next to the bare call it wraps.
+
+    Attributes:
+        bare: the plain function call.
+        dispatched: the same function through the dispatcher.
+        target_us: the target for the median overhead.
+    """
+
+    bare: Timing
+    dispatched: Timing
+    target_us: float
+
+    @property
+    def median_overhead_us(self) -> float:
+        """Dispatched median minus bare median."""
+        return self.dispatched.median_us - self.bare.median_us
+
+    @property
+    def p95_overhead_us(self) -> float:
+        """Dispatched p95 minus bare p95."""
+        return self.dispatched.p95_us - self.bare.p95_us
+
+    @property
+    def meets_target(self) -> bool:
+        """Whether the median overhead is within the target."""
+        return self.median_overhead_us <= self.target_us
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Calls per second with several sessions dispatching at once.
+
+    Attributes:
+        sessions: concurrent sessions (one thread each).
+        calls: calls made in total.
+        bare_calls_per_s: the bare function called from the same threads.
+        dispatched_calls_per_s: the side-effecting tool through the dispatcher.
+    """
+
+    sessions: int
+    calls: int
+    bare_calls_per_s: float
+    dispatched_calls_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchBench:
+    """Everything ``bench dispatch`` measured.
+
+    Attributes:
+        read_only: the no-op read-only tool.
+        side_effecting: the no-op side-effecting tool with a durable idempotency record.
+        throughput: concurrent sessions.
+        store: what backed the dispatcher (``temp file`` for all variants).
+        python: the interpreter version.
+    """
+
+    read_only: Overhead
+    side_effecting: Overhead
+    throughput: Throughput
+    store: str
+    python: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable form, with the derived overheads and verdicts."""
+        out: dict[str, Any] = {"store": self.store, "python": self.python}
+        for key in ("read_only", "side_effecting"):
+            o: Overhead = getattr(self, key)
+            out[key] = {
+                "bare": asdict(o.bare),
+                "dispatched": asdict(o.dispatched),
+                "median_overhead_us": round(o.median_overhead_us, 2),
+                "p95_overhead_us": round(o.p95_overhead_us, 2),
+                "target_us": o.target_us,
+                "meets_target": o.meets_target,
+            }
+        out["throughput"] = asdict(self.throughput)
+        return out
+
+
+def noop() -> dict[str, Any]:
+    """Do nothing and return an empty object."""
+    return {}
+
+
+def record(item: int) -> dict[str, Any]:
+    """Pretend to write ``item`` somewhere and return it.
+
+    Args:
+        item: a sequence number.
+    """
+    return {"item": item}
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def _time_calls(name: str, call: Callable[[int], object], n: int, warmup: int) -> Timing:
+    for i in range(warmup):
+        call(-1 - i)
+    clock = time.perf_counter_ns
+    samples: list[float] = []
+    for i in range(n):
+        start = clock()
+        call(i)
+        samples.append((clock() - start) / 1000.0)
+    samples.sort()
+    return Timing(name, n, round(statistics.median(samples), 3), round(_percentile(samples, 0.95), 3))
+
+
+def _registry() -> Registry:
+    reg = Registry()
+    reg.register("noop", noop, read_only=True, concurrency_safe=True, source="bench", version="1")
+    reg.register("record", record, read_only=False, destructive=False, source="bench", version="1")
+    return reg
+
+
+def _expect_ok(result: Any, what: str) -> None:
+    if result.status != "ok":
+        raise RuntimeError(f"bench {what} call did not succeed: {result.status} {result.reason}: {result.content}")
+
+
+def _throughput(dispatcher: Dispatcher, sessions: int, calls_per_session: int) -> Throughput:
+    def run(work: Callable[[int, int], object]) -> float:
+        barrier = threading.Barrier(sessions + 1)
+
+        def worker(s: int) -> None:
+            barrier.wait()
+            for i in range(calls_per_session):
+                work(s, i)
+
+        threads = [threading.Thread(target=worker, args=(s,)) for s in range(sessions)]
+        for t in threads:
+            t.start()
+        barrier.wait()
+        start = time.perf_counter()
+        for t in threads:
+            t.join()
+        return sessions * calls_per_session / (time.perf_counter() - start)
+
+    def dispatched(s: int, i: int) -> None:
+        _expect_ok(dispatcher.dispatch("record", {"item": i}, session_id=f"tp-{s}"), "throughput")
+
+    bare = run(lambda s, i: record(i))
+    through = run(dispatched)
+    return Throughput(sessions, sessions * calls_per_session, round(bare, 1), round(through, 1))
+
+
+def run_dispatch_bench(
+    *, iterations: int = 3000, side_effect_iterations: int = 1000, sessions: int = 8, calls_per_session: int = 200
+) -> DispatchBench:
+    """Measure the dispatch overhead and throughput (see the module docstring).
+
+    Args:
+        iterations: timed calls for the read-only variant (and its bare call).
+        side_effect_iterations: timed calls for the side-effecting variant.
+        sessions: concurrent sessions for the throughput measurement.
+        calls_per_session: calls each session makes.
+
+    Returns:
+        The measurements.
+    """
+    with tempfile.TemporaryDirectory(prefix="tooldispatch-bench-") as tmp:
+        dispatcher = Dispatcher(_registry(), store=str(Path(tmp) / "state.db"))
+        try:
+            warm = max(50, iterations // 10)
+            bare_ro = _time_calls("bare noop()", lambda i: noop(), iterations, warm)
+
+            def ro(i: int) -> None:
+                _expect_ok(dispatcher.dispatch("noop", {}, session_id="bench-ro"), "read-only")
+
+            disp_ro = _time_calls("dispatch noop (read-only)", ro, iterations, warm)
+
+            warm_se = max(20, side_effect_iterations // 10)
+            bare_se = _time_calls("bare record()", record, side_effect_iterations, warm_se)
+
+            def se(i: int) -> None:
+                _expect_ok(dispatcher.dispatch("record", {"item": i}, session_id="bench-se"), "side-effecting")
+
+            disp_se = _time_calls("dispatch record (idempotent, SQLite file)", se, side_effect_iterations, warm_se)
+            throughput = _throughput(dispatcher, sessions, calls_per_session)
+        finally:
+            close = getattr(dispatcher, "close", None)
+            if callable(close):
+                close()
+    return DispatchBench(
+        read_only=Overhead(bare_ro, disp_ro, READ_ONLY_TARGET_US),
+        side_effecting=Overhead(bare_se, disp_se, SIDE_EFFECT_TARGET_US),
+        throughput=throughput,
+        store="SQLite file (WAL, synchronous=NORMAL) in a temp folder",
+        python=platform.python_version(),
+    )

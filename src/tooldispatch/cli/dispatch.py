@@ -1,0 +1,337 @@
+"""``tooldispatch trace ...``, ``tooldispatch approvals ...`` and ``tooldispatch bench dispatch``.
+
+Thin: each command opens the state file, calls the library and prints a ``rich`` table or JSON.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
+from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
+from tooldispatch.dispatch.state import State
+from tooldispatch.dispatch.trace import DispatchTrace
+from tooldispatch.errors import ConfigError
+from tooldispatch.store import Store
+
+StoreOpt = Annotated[Path, typer.Option("--store", help="The dispatcher's SQLite state file.")]
+OtelOpt = Annotated[bool, typer.Option("--otel", help="Print OpenTelemetry GenAI execute_tool spans as JSON.")]
+
+
+def _console() -> Console:
+    return Console(width=160, soft_wrap=True)
+
+
+def _open(path: Path) -> Store:
+    if not path.is_file():
+        typer.echo(f"no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True)
+        raise typer.Exit(2)
+    return Store(path)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _find_trace(store: Store, trace_id: str) -> DispatchTrace:
+    rows = store.fetchall("SELECT data FROM traces WHERE id LIKE ? ORDER BY id LIMIT 2", [trace_id + "%"])
+    if not rows:
+        typer.echo(f"no trace {trace_id!r}; run 'tooldispatch trace list' to see the ids", err=True)
+        raise typer.Exit(1)
+    if len(rows) > 1:
+        typer.echo(f"{trace_id!r} matches more than one trace; give more characters of the id", err=True)
+        raise typer.Exit(1)
+    return DispatchTrace.from_dict(json.loads(rows[0][0]))
+
+
+def trace_list(
+    store: StoreOpt = Path("state.db"),
+    session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
+    tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="The most recent N traces.")] = 50,
+    otel: OtelOpt = False,
+) -> None:
+    """List the most recent dispatch traces, oldest first."""
+    st = _open(store)
+    try:
+        traces = State(st).traces(session_id=session, tool=tool, limit=limit)
+    finally:
+        st.close()
+    if otel:
+        typer.echo(json.dumps([t.to_otel() for t in traces], indent=2))
+        return
+    table = Table(title=f"traces in {store} ({len(traces)})")
+    for col in ("id", "started (UTC)", "session", "tool", "status", "reason", "attempts", "tool ms"):
+        table.add_column(col, justify="right" if col in ("attempts", "tool ms") else "left")
+    for t in traces:
+        tool_s = t.latencies.get("tool")
+        table.add_row(
+            t.id[:12],
+            _iso(t.started_at),
+            t.session_id,
+            t.tool,
+            t.status,
+            t.reason or "",
+            str(t.attempts),
+            f"{tool_s * 1000:.2f}" if tool_s is not None else "",
+        )
+    _console().print(table)
+
+
+def trace_show(
+    trace_id: Annotated[str, typer.Argument(help="A trace id, or its first characters.")],
+    store: StoreOpt = Path("state.db"),
+    otel: OtelOpt = False,
+    result: Annotated[bool, typer.Option("--result", help="Also print the full, unbounded result.")] = False,
+) -> None:
+    """Show one trace in full, as JSON."""
+    st = _open(store)
+    try:
+        trace = _find_trace(st, trace_id)
+        full = st.fetchone("SELECT content FROM trace_results WHERE trace_id = ?", [trace.id]) if result else None
+    finally:
+        st.close()
+    out: dict[str, Any] = trace.to_otel() if otel else trace.to_dict()
+    if result:
+        out = {"trace": out, "result": full[0] if full else None}
+    typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+
+
+def trace_stats(
+    store: StoreOpt = Path("state.db"),
+    tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Per-tool rates over the stored traces, with the rates over their action thresholds flagged."""
+    st = _open(store)
+    try:
+        metrics = report([t.to_dict() for t in State(st).traces(tool=tool)])
+    finally:
+        st.close()
+    if as_json:
+        typer.echo(json.dumps({**metrics.to_dict(), "thresholds": THRESHOLDS, "flagged": metrics.flagged}, indent=2))
+        return
+    table = Table(title=f"dispatch metrics in {store}")
+    table.add_column("tool")
+    table.add_column("calls", justify="right")
+    for name in COUNTERS:
+        table.add_column(f"{name.replace('_', ' ')}\n(> {THRESHOLDS[name]:.0%})", justify="right")
+    for m in [*metrics, metrics.overall]:
+        cells = []
+        for name in COUNTERS:
+            cell = f"{m.rates[name]:.1%}"
+            cells.append(f"[bold red]{cell} ![/]" if name in m.flags else cell)
+        table.add_row(m.tool, str(m.calls), *cells)
+    console = _console()
+    console.print(table)
+    for line in metrics.flagged:
+        console.print(f"[red]flag[/] {line}", highlight=False)
+    if not metrics.flagged:
+        console.print("no rate over its threshold")
+
+
+def approvals_list(
+    store: StoreOpt = Path("state.db"),
+    every: Annotated[bool, typer.Option("--all", help="Also show decided approvals.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List suspended calls waiting for a person's decision."""
+    st = _open(store)
+    try:
+        pending = State(st).approvals(None if every else "pending")
+    finally:
+        st.close()
+    if as_json:
+        typer.echo(json.dumps([asdict(p) for p in pending], indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"approvals in {store} ({len(pending)})")
+    for col in ("id", "created (UTC)", "session", "tool", "arguments", "state", "reason"):
+        table.add_column(col)
+    for p in pending:
+        table.add_row(
+            p.id,
+            _iso(p.created_at),
+            p.session_id,
+            p.tool,
+            json.dumps(p.args, ensure_ascii=False),
+            p.state,
+            p.reason or "",
+        )
+    _console().print(table)
+
+
+def load_registry(target: str) -> Registry:
+    """Load a ``Registry`` named ``module:attr`` or ``path/to/file.py:attr``.
+
+    ``attr`` is a ``Registry``, or a callable taking no arguments that returns one.
+
+    Raises:
+        ConfigError: the target cannot be imported or is not a registry.
+    """
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--tools {target!r} must look like 'package.module:attr' or 'path/to/file.py:attr'")
+    try:
+        if module_name.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(f"_tooldispatch_tools_{Path(module_name).stem}", module_name)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"cannot load {module_name}; check the path")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except (ImportError, OSError) as exc:
+        raise ConfigError(f"cannot import {module_name!r} for --tools: {exc}") from exc
+    value = getattr(module, attr, None)
+    if callable(value) and not isinstance(value, Registry):
+        value = value()
+    if not isinstance(value, Registry):
+        raise ConfigError(f"--tools {target!r} is not a Registry nor a function returning one")
+    return value
+
+
+def approvals_approve(
+    approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            help="The tools, as 'package.module:attr' or 'file.py:attr' (a Registry or a function returning one)."
+        ),
+    ] = None,
+    store: StoreOpt = Path("state.db"),
+    args: Annotated[str | None, typer.Option("--args", help="Edited arguments as a JSON object.")] = None,
+) -> None:
+    """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
+    edited: dict[str, Any] | None = None
+    if args is not None:
+        try:
+            parsed = json.loads(args)
+        except json.JSONDecodeError as exc:
+            _fail(f"--args is not valid JSON ({exc.msg} at character {exc.pos}); pass one JSON object")
+        if not isinstance(parsed, dict):
+            _fail('--args must be a JSON object, e.g. \'{"order_id": "o-101"}\'')
+        edited = parsed
+    if tools is None:
+        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr'")
+    st = _open(store)
+    try:
+        dispatcher = Dispatcher(load_registry(tools), store=st)
+        result = dispatcher.approve(approval_id, edited)
+    except ConfigError as exc:
+        st.close()
+        _fail(str(exc))
+    dispatcher.close()
+    _print_result(result)
+
+
+def approvals_deny(
+    approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")],
+    store: StoreOpt = Path("state.db"),
+) -> None:
+    """Deny a suspended call: it never runs, and the model is told why."""
+    st = _open(store)
+    dispatcher = Dispatcher(Registry(), store=st)
+    try:
+        result = dispatcher.deny(approval_id, reason)
+    except ConfigError as exc:
+        dispatcher.close()
+        _fail(str(exc))
+    dispatcher.close()
+    _print_result(result)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(message, err=True)
+    raise typer.Exit(1)
+
+
+def _print_result(result: DispatchResult) -> None:
+    out = {"status": result.status, "reason": result.reason, "trace_id": result.trace.id, "content": result.content}
+    typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    if result.status != "ok":
+        raise typer.Exit(1)
+
+
+def bench_dispatch(
+    iterations: Annotated[int, typer.Option(min=100, help="Timed calls of the read-only variant.")] = 3000,
+    side_effect_iterations: Annotated[int, typer.Option(min=100, help="Timed side-effecting calls.")] = 1000,
+    sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions for the throughput run.")] = 8,
+    calls_per_session: Annotated[int, typer.Option(min=10, help="Calls per session in the throughput run.")] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Dispatch overhead against a bare function call, and calls/s with concurrent sessions."""
+    from tooldispatch.bench.dispatch import run_dispatch_bench
+
+    result = run_dispatch_bench(
+        iterations=iterations,
+        side_effect_iterations=side_effect_iterations,
+        sessions=sessions,
+        calls_per_session=calls_per_session,
+    )
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    console = _console()
+    table = Table(title="dispatch overhead per call (µs), measured side by side")
+    for col in (
+        "variant",
+        "n",
+        "bare median",
+        "dispatched median",
+        "dispatched p95",
+        "overhead median",
+        "overhead p95",
+        "target",
+        "verdict",
+    ):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for label, o in (
+        ("read-only no-op", result.read_only),
+        ("side-effecting, durable idempotency", result.side_effecting),
+    ):
+        table.add_row(
+            label,
+            str(o.dispatched.n),
+            f"{o.bare.median_us:.2f}",
+            f"{o.dispatched.median_us:.1f}",
+            f"{o.dispatched.p95_us:.1f}",
+            f"{o.median_overhead_us:.1f}",
+            f"{o.p95_overhead_us:.1f}",
+            f"≤ {o.target_us:g}",
+            "[green]meets[/]" if o.meets_target else "[red]misses[/]",
+        )
+    console.print(table)
+    tp = result.throughput
+    t2 = Table(title=f"throughput with {tp.sessions} concurrent sessions ({tp.calls} calls)")
+    for col in ("variant", "calls/s"):
+        t2.add_column(col, justify="left" if col == "variant" else "right")
+    t2.add_row("bare record()", f"{tp.bare_calls_per_s:,.0f}")
+    t2.add_row("dispatch record (side-effecting, durable idempotency)", f"{tp.dispatched_calls_per_s:,.0f}")
+    console.print(t2)
+    console.print(f"store: {result.store}; python {result.python}", highlight=False)
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add the dispatch commands to the ``tooldispatch`` app and its ``bench`` group."""
+    trace_app = typer.Typer(help="Inspect the dispatch traces kept in a state file.", no_args_is_help=True)
+    trace_app.command("list")(trace_list)
+    trace_app.command("show")(trace_show)
+    trace_app.command("stats")(trace_stats)
+    app.add_typer(trace_app, name="trace")
+    approvals_app = typer.Typer(help="Decide on suspended calls that need a person's approval.", no_args_is_help=True)
+    approvals_app.command("list")(approvals_list)
+    approvals_app.command("approve")(approvals_approve)
+    approvals_app.command("deny")(approvals_deny)
+    app.add_typer(approvals_app, name="approvals")
+    bench.command("dispatch")(bench_dispatch)
