@@ -276,7 +276,10 @@ class LlamaCppBackend:
         cancel = threading.Event()
 
         def emit(item: tuple[Any, ...]) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                cancel.set()
 
         def work() -> None:
             try:
