@@ -40,9 +40,14 @@ def bound(text: str, max_chars: int, trace_id: str) -> Bounded:
     """
     if len(text) <= max_chars:
         return Bounded(text, 0)
-    # The marker's length depends on the count it states, which depends on the room the marker leaves.
-    room = max_chars - len(marker(len(text), trace_id))
-    omitted = len(text) - max(room, 0)
-    head = int(max(room, 0) * HEAD_SHARE)
-    tail = max(room, 0) - head
+    # The marker's length depends on the count it states, which depends on the room the marker leaves:
+    # settle the count (it changes at most once or twice, when its number of digits changes).
+    omitted = len(text)
+    for _ in range(4):
+        room = max(max_chars - len(marker(omitted, trace_id)), 0)
+        if len(text) - room == omitted:
+            break
+        omitted = len(text) - room
+    head = int(room * HEAD_SHARE)
+    tail = room - head
     return Bounded(text[:head] + marker(omitted, trace_id) + (text[-tail:] if tail else ""), omitted)

@@ -1,0 +1,128 @@
+"""Validation messages name the field path, the value passed and what the schema expects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tooldispatch.dispatch import Dispatcher, Registry
+from tooldispatch.dispatch.validate import validate_args
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "zone": {"type": "string"},
+        "limit": {"type": "integer"},
+        "unit": {"enum": ["km", "mi"]},
+        "stops": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}}}},
+    },
+    "required": ["zone"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def strict_tool() -> Any:
+    reg = Registry()
+    return reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True, repair="none")
+
+
+def test_wrong_type_message(strict_tool: Any) -> None:
+    """A wrong type names the path, the value with its JSON type, and the expected type."""
+    v = validate_args(strict_tool, {"zone": "north", "limit": "ten"})
+    assert v.errors == ('/limit: passed "ten" (string), expected integer',)
+
+
+def test_missing_required_message(strict_tool: Any) -> None:
+    """A missing required argument is named with its expected type."""
+    assert validate_args(strict_tool, {}).errors == ("missing required argument /zone (expected string)",)
+
+
+def test_null_required_is_an_error(strict_tool: Any) -> None:
+    """null for a required argument is not treated as absent: it fails with the expected type."""
+    assert validate_args(strict_tool, {"zone": None}).errors == ("/zone: passed null (null), expected string",)
+
+
+def test_null_and_missing_optionals_are_absent(strict_tool: Any) -> None:
+    """A null optional is dropped (and noted) instead of failing; missing optionals are fine."""
+    v = validate_args(strict_tool, {"zone": "n", "limit": None})
+    assert (v.ok, v.args) == (True, {"zone": "n"})
+    assert v.repairs == ({"kind": "null_optional", "path": "/limit", "before": None, "after": "(absent)"},)
+
+
+def test_enum_message_lists_allowed_values(strict_tool: Any) -> None:
+    """An enum mismatch lists every allowed value."""
+    assert validate_args(strict_tool, {"zone": "n", "unit": "miles"}).errors == (
+        '/unit: passed "miles", expected one of "km", "mi"',
+    )
+
+
+def test_nested_path(strict_tool: Any) -> None:
+    """Errors inside arrays carry the full path with indices."""
+    assert validate_args(strict_tool, {"zone": "n", "stops": [{"id": "a"}, {"id": 7}]}).errors == (
+        "/stops/1/id: passed 7 (integer), expected string",
+    )
+
+
+def test_unexpected_argument_lists_allowed(strict_tool: Any) -> None:
+    """An unknown key is named with the allowed keys."""
+    assert validate_args(strict_tool, {"zone": "n", "colour": "red"}).errors == (
+        "unexpected argument(s) colour at arguments; expected only: limit, stops, unit, zone",
+    )
+
+
+def test_non_object_arguments(strict_tool: Any) -> None:
+    """Arguments that are not an object are rejected with their type."""
+    assert validate_args(strict_tool, [1, 2]).errors == ("arguments: passed [1, 2] (array), expected an object",)
+
+
+def test_dispatch_rejects_invalid_json_text() -> None:
+    """Arguments given as text that is not JSON are rejected as validation, never run."""
+    reg = Registry()
+    reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True)
+    d = Dispatcher(reg)
+    r = d.dispatch("route", '{"zone": ')
+    assert (r.status, r.reason) == ("rejected", "validation")
+    assert json.loads(r.content)["message"].startswith("the arguments are not valid JSON (")
+
+
+def test_dispatch_validation_envelope() -> None:
+    """The validation error reaches the model as the JSON envelope with the precise message."""
+    ran: list[int] = []
+    reg = Registry()
+    reg.register("route", lambda **kw: ran.append(1), schema=SCHEMA, read_only=True, repair="none")
+    r = Dispatcher(reg).dispatch("route", {"zone": 3})
+    assert json.loads(r.content) == {
+        "error": "validation",
+        "tool": "route",
+        "message": "/zone: passed 3 (integer), expected string",
+        "recoverable": True,
+        "attempts": 0,
+        "retried": False,
+        "suggestion": "fix the arguments as described and call again",
+    }
+    assert ran == []
+
+
+def test_side_effecting_tools_get_only_lossless_repair() -> None:
+    """A side-effecting tool gets "5" → 5 silently, but an enum typo is a validation error, not a guess."""
+    reg = Registry()
+    tool = reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=False)
+    assert tool.repair == "lossless"
+    fixed = validate_args(tool, {"zone": "n", "limit": "5"})
+    assert (fixed.ok, fixed.args) == (True, {"zone": "n", "limit": 5})
+    assert validate_args(tool, {"zone": "n", "unit": "kmm"}).errors == (
+        '/unit: passed "kmm", expected one of "km", "mi"',
+    )
+
+
+def test_read_only_and_opted_in_tools_get_bounded_repair() -> None:
+    """Read-only tools, and side-effecting ones registered with repair='bounded', accept a near enum match."""
+    reg = Registry()
+    ro = reg.register("a", lambda **kw: kw, schema=SCHEMA, read_only=True)
+    opted = reg.register("b", lambda **kw: kw, schema=SCHEMA, read_only=False, repair="bounded")
+    for tool in (ro, opted):
+        v = validate_args(tool, {"zone": "n", "unit": "kmm"})
+        assert (v.ok, v.args) == (True, {"zone": "n", "unit": "km"})
