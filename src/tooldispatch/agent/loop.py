@@ -1,0 +1,284 @@
+"""The agent loop: model turn → parse → dispatch → results back → next turn, until an end.
+
+One async implementation (``Agent.arun``) with a thin sync wrapper (``Agent.run``). The loop knows
+nothing about engines (it streams a ``Backend``) and nothing about how tools run (it hands calls to a
+``Dispatcher``). Tool timers live in the dispatcher and start when the tool is invoked, so the time a
+model spends reasoning never counts against a tool's budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
+from tooldispatch.backends.base import Backend, ChatRequest, Completion, Event, collect
+from tooldispatch.dispatch import Dispatcher
+from tooldispatch.errors import BackendError
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.toolspec import ToolSpec
+from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """A model turn is about to be requested."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStreamed:
+    """One event from the backend's stream (reasoning or content delta, native call delta, finish)."""
+
+    index: int
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class TurnParsed:
+    """The parser's outcome for a finished turn."""
+
+    index: int
+    outcome: ParseOutcome
+    completion: Completion
+
+
+@dataclass(frozen=True, slots=True)
+class CallDispatched:
+    """A call came back from the dispatcher."""
+
+    index: int
+    run: ToolRun
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """The run is over."""
+
+    run: AgentRun
+
+
+AgentEvent = TurnStarted | ModelStreamed | TurnParsed | CallDispatched | RunEnded
+Observer = Callable[[AgentEvent], None]
+
+DEFAULT_SYSTEM = (
+    "You are an assistant that completes tasks by calling the tools provided. Call a tool when you need "
+    "information or need to act; when the task is done, answer in plain text without a tool call."
+)
+
+
+def _assistant_message(completion: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id or f"call_{i}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+            }
+            for i, call in enumerate(calls)
+        ]
+    return message
+
+
+def _feedback(outcome: ParseOutcome) -> str:
+    lines = ["Your tool call could not be used:"]
+    for cand in outcome.rejected:
+        name = f" {cand.name!r}" if cand.name else ""
+        lines.append(f"- call{name} ({cand.bucket}): {cand.error or 'unusable'}")
+    lines.append("Reply with a corrected tool call, or answer in plain text if no tool is needed.")
+    return "\n".join(lines)
+
+
+class Agent:
+    """Runs a task against a backend and a dispatcher.
+
+    Args:
+        backend: the model engine.
+        dispatcher: runs the calls (``tooldispatch.Dispatcher``).
+        tools: the tools offered to the model (defaults to everything the dispatcher's registry has).
+        repair: repair strength for the parser; by default ``bounded`` for read-only tools and
+            ``lossless`` for side-effecting ones, from the registry's metadata.
+        budget: turns, tokens and wall time.
+        system_prompt: the system message (``None`` for none).
+        max_tokens: completion budget per turn.
+        constrained: ask the backend for grammar-constrained decoding.
+        tool_format: the parser's format hint (``auto`` finds it).
+        reasoning_open: the prompt opens a ``<think>`` block that the model closes.
+        session_id: the dispatcher session (idempotency keys, quotas, saga); a fresh one by default.
+        observer: called with every ``AgentEvent``, for live displays.
+        request_extra: engine-specific request fields passed through (``ChatRequest.extra``).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        dispatcher: Dispatcher,
+        tools: Sequence[ToolSpec] | None = None,
+        repair: RepairSpec | None = None,
+        budget: Budget | None = None,
+        system_prompt: str | None = DEFAULT_SYSTEM,
+        max_tokens: int = 512,
+        constrained: bool = False,
+        tool_format: str = "auto",
+        reasoning_open: bool = False,
+        session_id: str | None = None,
+        observer: Observer | None = None,
+        request_extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.dispatcher = dispatcher
+        registry = dispatcher.registry
+        self.tools: tuple[ToolSpec, ...] = tuple(tools) if tools is not None else tuple(registry.specs())
+        self.repair: RepairSpec = repair if repair is not None else {t.name: t.repair for t in registry}
+        self.budget = budget or Budget()
+        self.system_prompt = system_prompt
+        self.max_tokens = max_tokens
+        self.constrained = constrained
+        self.tool_format = tool_format
+        self.reasoning_open = reasoning_open
+        self.session_id = session_id or f"s-{uuid.uuid4().hex[:12]}"
+        self.observer = observer
+        self.request_extra: Mapping[str, Any] = dict(request_extra or {})
+        self._tool_map = {t.name: t for t in self.tools}
+
+    def _emit(self, event: AgentEvent) -> None:
+        if self.observer is not None:
+            self.observer(event)
+
+    def run(self, task: str) -> AgentRun:
+        """Run ``task`` to an end (sync). Safe to call from inside a running event loop's thread."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(task))
+        box: list[AgentRun | BaseException] = []
+
+        def target() -> None:
+            try:
+                box.append(asyncio.run(self.arun(task)))
+            except BaseException as exc:
+                box.append(exc)
+
+        worker = threading.Thread(target=target, name="tooldispatch-agent")
+        worker.start()
+        worker.join()
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _model_turn(self, index: int, messages: list[dict[str, Any]]) -> Completion:
+        request = ChatRequest(
+            messages=list(messages),
+            tools=self.tools,
+            max_tokens=self.max_tokens,
+            constrained=self.constrained,
+            extra=self.request_extra,
+        )
+        started = time.monotonic()
+
+        async def observed() -> AsyncIterator[Event]:
+            async for event in self.backend.stream(request):
+                self._emit(ModelStreamed(index, event))
+                yield event
+
+        return await collect(observed(), started=started)
+
+    async def _dispatch(self, index: int, calls: Sequence[ToolCall], completion: Completion) -> tuple[ToolRun, ...]:
+        results = await self.dispatcher.adispatch_many(
+            calls,
+            session_id=self.session_id,
+            trigger=f"model_turn:{index}",
+            model_latency_s=completion.model_s,
+            reasoning_s=completion.reasoning_s,
+        )
+        runs: list[ToolRun] = []
+        for call, result in zip(calls, results, strict=True):
+            run = ToolRun(call=call, result=result, tool_s=float(result.trace.latencies.get("total", 0.0)))
+            self._emit(CallDispatched(index, run))
+            runs.append(run)
+        return tuple(runs)
+
+    async def arun(self, task: str) -> AgentRun:
+        """Run ``task`` to an end: a final answer, or the first budget reached."""
+        t_start = time.monotonic()
+        messages: list[dict[str, Any]] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.append({"role": "user", "content": task})
+        turns: list[Turn] = []
+        tokens = 0
+        end: EndReason = "max_turns"
+        final: str | None = None
+        error: str | None = None
+        for index in range(self.budget.max_turns):
+            if self.budget.max_wall_s is not None and time.monotonic() - t_start >= self.budget.max_wall_s:
+                end = "wall_time"
+                break
+            if self.budget.max_tokens is not None and tokens >= self.budget.max_tokens:
+                end = "max_tokens"
+                break
+            self._emit(TurnStarted(index))
+            try:
+                completion = await self._model_turn(index, messages)
+            except BackendError as exc:
+                end, error = "backend_error", str(exc)
+                break
+            tokens += completion.usage.completion_tokens if completion.usage else 0
+            outcome = parse_tool_calls(
+                completion.content,
+                self._tool_map,
+                native_calls=[c.to_openai() for c in completion.native_calls] or None,
+                finish_reason=completion.finish_reason,
+                tool_format=self.tool_format,
+                reasoning_open=self.reasoning_open,
+                repair=self.repair,
+            )
+            self._emit(TurnParsed(index, outcome, completion))
+            if outcome.calls:
+                messages.append(_assistant_message(completion, outcome.calls))
+                runs = await self._dispatch(index, outcome.calls, completion)
+                for tool_run in runs:
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": tool_run.call.id,
+                            "name": tool_run.call.name,
+                            "content": tool_run.result.content,
+                        }
+                    )
+                turns.append(Turn(index, completion, outcome, runs))
+                continue
+            if outcome.rejected:
+                feedback = _feedback(outcome)
+                messages.append({"role": "assistant", "content": completion.content})
+                messages.append({"role": "user", "content": feedback})
+                turns.append(Turn(index, completion, outcome, feedback=feedback))
+                continue
+            turns.append(Turn(index, completion, outcome))
+            final = outcome.content
+            end = "final_answer"
+            break
+        wall = time.monotonic() - t_start
+        busy = sum(t.model_s for t in turns) + sum(r.tool_s for t in turns for r in t.tool_runs)
+        run = AgentRun(
+            task=task,
+            turns=tuple(turns),
+            end=end,
+            final_answer=final,
+            error=error,
+            messages=tuple(messages),
+            wall_s=wall,
+            overhead_s=max(0.0, wall - busy),
+        )
+        self._emit(RunEnded(run))
+        return run
