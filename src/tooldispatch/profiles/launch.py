@@ -161,9 +161,10 @@ def start_server(plan: LaunchPlan, *, log_path: Path) -> subprocess.Popen[bytes]
     Raises:
         ConfigError: the executable is not on ``PATH``.
     """
-    if shutil.which(plan.requires) is None and not Path(plan.requires).is_file():
+    exe = plan.requires or plan.argv[0]
+    if shutil.which(exe) is None and not Path(exe).is_file():
         raise ConfigError(
-            f"{plan.requires!r} is not on PATH, so profile {plan.profile!r} cannot start its server; "
+            f"{exe!r} is not on PATH, so profile {plan.profile!r} cannot start its server; "
             "install it (see the profile's notes) or pick another launcher with --launcher"
         )
     log_path.parent.mkdir(parents=True, exist_ok=True)
