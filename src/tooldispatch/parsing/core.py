@@ -94,10 +94,10 @@ def parse_tool_calls(
     entries += [(raw, None, frozenset()) for raw in outside]
     entries += [(raw, None, frozenset({FLAG_IN_REASONING})) for raw in inside]
     for raw, ident, flags in entries:
-        candidate = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags)
+        candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags)
         candidates.append(candidate)
-        if candidate.accepted and candidate.name is not None and candidate.arguments is not None:
-            calls.append(_to_call(candidate, ident, len(calls), used_ids))
+        if candidate.accepted and resolved is not None and candidate.arguments is not None:
+            calls.append(_to_call(candidate, resolved, ident, len(calls), used_ids))
 
     outcome_flags: set[str] = set()
     if not candidates:
@@ -161,15 +161,16 @@ def _evaluate(
     repair: RepairSpec,
     finish_reason: str | None,
     flags: frozenset[str],
-) -> Candidate:
+) -> tuple[Candidate, str | None]:
+    """Bucket one RawCall; also return the declared name it resolved to when accepted."""
     tolerances = tuple(Repair("wrapper" if fix in _WRAPPER_FIXES else "json", "", fix, None) for fix in raw.lenient)
     found_stage: Stage = "fallback" if raw.lenient else raw.stage
     common: dict[str, Any] = {"raw": raw.raw, "span": raw.span, "format": raw.format, "name": raw.name, "flags": flags}
     args = raw.arguments if isinstance(raw.arguments, dict) else None
     if raw.truncated and (finish_reason == "length" or raw.decode_error is not None or FIX_INCOMPLETE in raw.lenient):
         why = "the output ended (finish_reason=length)" if finish_reason == "length" else "the output ended"
-        return Candidate(
-            **common,
+        return _rejected(
+            common,
             stage=found_stage,
             bucket="Truncated",
             arguments=args,
@@ -178,8 +179,8 @@ def _evaluate(
             "then send the whole call again.",
         )
     if raw.decode_error is not None:
-        return Candidate(
-            **common,
+        return _rejected(
+            common,
             stage=found_stage,
             bucket="InvalidJson",
             repairs=tolerances,
@@ -190,8 +191,8 @@ def _evaluate(
     result = repair_call(raw.name, raw.arguments, specs, level=level)
     if not result.ok:
         bucket: Bucket = result.bucket or "SchemaMismatch"
-        return Candidate(
-            **common,
+        return _rejected(
+            common,
             stage=found_stage,
             bucket=bucket,
             arguments=result.arguments if result.arguments is not None else args,
@@ -205,26 +206,30 @@ def _evaluate(
         bucket, stage = "ok_strict", found_stage
     else:
         bucket, stage = "ok_fallback", found_stage
-    common["name"] = result.name
-    return Candidate(
+    candidate = Candidate(
         **common,
         stage=stage,
         bucket=bucket,
         arguments=result.arguments,
         repairs=tolerances + result.repairs,
     )
+    return candidate, result.name
 
 
-def _to_call(candidate: Candidate, ident: str | None, index: int, used_ids: set[str]) -> ToolCall:
+def _rejected(common: dict[str, Any], **fields: Any) -> tuple[Candidate, None]:
+    return Candidate(**common, **fields), None
+
+
+def _to_call(candidate: Candidate, name: str, ident: str | None, index: int, used_ids: set[str]) -> ToolCall:
     if ident is None:
         n = index
         while f"call_{n}" in used_ids:
             n += 1
         ident = f"call_{n}"
         used_ids.add(ident)
-    assert candidate.name is not None and candidate.arguments is not None
+    assert candidate.arguments is not None
     return ToolCall(
-        name=candidate.name,
+        name=name,
         arguments=candidate.arguments,
         bucket=candidate.bucket,
         stage=candidate.stage,

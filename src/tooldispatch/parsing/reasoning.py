@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from tooldispatch.parsing.formats._common import NextFinder
+
 SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
 _Splitter = Callable[[int, int, bool], list[Segment]]
@@ -159,23 +161,33 @@ def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
     ``<|channel|>``, or the end of the text.
     """
     out: list[Segment] = []
+    starts, channels, messages = NextFinder(text, _H_START), NextFinder(text, _H_CHANNEL), NextFinder(text, _H_MESSAGE)
+    enders = [(NextFinder(text, token), len(token)) for token in _H_ENDS]
+
+    def next_header(pos: int) -> int:
+        found = [i for i in (starts.find(pos, end), channels.find(pos, end)) if i >= 0]
+        return min(found) if found else -1
+
     pos = start
     while pos < end:
-        head = _next_header(text, pos, end)
+        head = next_header(pos)
         if head < 0:
             out.append((pos, end, "content"))
             break
         out.append((pos, head, "content"))
-        msg = text.find(_H_MESSAGE, head, end)
+        msg = messages.find(head, end)
         if msg < 0:
             # A header with no body: a cut-off output or a stray marker.
             out.append((head, end, _header_kind(text[head:end])))
             break
-        nxt = _next_header(text, msg, end)
-        if 0 <= nxt < msg:
-            nxt = -1
         body_start = msg + len(_H_MESSAGE)
-        body_end, close_end = _body_end(text, body_start, end if nxt < 0 else nxt)
+        nxt = next_header(body_start)
+        limit = end if nxt < 0 else nxt
+        body_end, close_end = limit, limit
+        for finder, size in enders:
+            i = finder.find(body_start, limit)
+            if 0 <= i < body_end:
+                body_end, close_end = i, i + size
         header = text[head:msg]
         if "to=" in header:
             out.append((head, close_end, "content"))
@@ -186,24 +198,6 @@ def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
             out.append((body_end, close_end, "hidden"))
         pos = close_end
     return out
-
-
-def _next_header(text: str, pos: int, end: int) -> int:
-    starts = [i for i in (text.find(_H_START, pos, end), text.find(_H_CHANNEL, pos, end)) if i >= 0]
-    if not starts:
-        return -1
-    return min(starts)
-
-
-def _body_end(text: str, body_start: int, limit: int) -> tuple[int, int]:
-    best = limit
-    token_len = 0
-    for token in _H_ENDS:
-        i = text.find(token, body_start, limit)
-        if 0 <= i < best:
-            best = i
-            token_len = len(token)
-    return best, best + token_len
 
 
 def _header_kind(header: str) -> SegmentKind:

@@ -390,7 +390,11 @@ _IDENT_ONLY = re.compile(r"\s*[A-Za-z_][\w.\-]{0,127}\s*\Z")
 
 
 def tool_call_body_kind(text: str, start: int, end: int) -> str:
-    """Say which format owns a ``<tool_call>`` body: ``hermes``, ``glm``, ``qwen3_coder`` or ``xml_invoke``."""
+    """Say which format owns a ``<tool_call>`` body: ``hermes``, ``glm``, ``qwen3_coder``, ``xml_invoke``.
+
+    ``none`` for a body none of them would write (prose that mentions the tag, Python inside it); the
+    fallback stage may still read those.
+    """
     first = skip_ws(text, start, end)
     if text.startswith("<function=", first):
         return "qwen3_coder"
@@ -398,7 +402,9 @@ def tool_call_body_kind(text: str, start: int, end: int) -> str:
         return "xml_invoke"
     if text.find("<arg_key>", start, end) >= 0 or _IDENT_ONLY.match(text, start, end):
         return "glm"
-    return "hermes"
+    if text.startswith(("{", "[", "```"), first):
+        return "hermes"
+    return "none"
 
 
 def xml_value(raw: str) -> Any:

@@ -6,6 +6,7 @@ schema-guided repair to convert.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tooldispatch.parsing._raw import RawCall
@@ -32,16 +33,21 @@ _VALUE_OPEN, _VALUE_CLOSE = "<arg_value>", "</arg_value>"
 def find(text: str) -> list[RawCall]:
     """Find every GLM ``<tool_call>`` block."""
     out: list[RawCall] = []
-    value_closes = NextFinder(text, _VALUE_CLOSE)
+    finders = _Finders(
+        NextFinder(text, _KEY_OPEN),
+        NextFinder(text, _KEY_CLOSE),
+        NextFinder(text, _VALUE_OPEN),
+        NextFinder(text, _VALUE_CLOSE),
+    )
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
         if tool_call_body_kind(text, block.body_start, block.body_end) != FORMAT:
             continue
-        first_key = text.find(_KEY_OPEN, block.body_start, block.body_end)
+        first_key = finders.key_open.find(block.body_start, block.body_end)
         head_end = block.body_end if first_key < 0 else first_key
         name = text[block.body_start : head_end].strip()
         if not name or is_placeholder(name):
             continue
-        args, cut = _pairs(text, head_end, block.body_end, value_closes)
+        args, cut = _pairs(text, head_end, block.body_end, finders)
         fixes: tuple[str, ...] = () if block.closed else (FIX_UNCLOSED,)
         if cut:
             fixes = (*fixes, FIX_INCOMPLETE)
@@ -60,20 +66,28 @@ def find(text: str) -> list[RawCall]:
     return out
 
 
-def _pairs(text: str, pos: int, end: int, value_closes: NextFinder) -> tuple[dict[str, Any], bool]:
+@dataclass(frozen=True, slots=True)
+class _Finders:
+    key_open: NextFinder
+    key_close: NextFinder
+    value_open: NextFinder
+    value_close: NextFinder
+
+
+def _pairs(text: str, pos: int, end: int, f: _Finders) -> tuple[dict[str, Any], bool]:
     """Read ``<arg_key>/<arg_value>`` pairs; report whether the last one was cut off."""
     args: dict[str, Any] = {}
     while True:
-        k = text.find(_KEY_OPEN, pos, end)
+        k = f.key_open.find(pos, end)
         if k < 0:
             return args, False
         k_body = k + len(_KEY_OPEN)
-        k_end = text.find(_KEY_CLOSE, k_body, end)
+        k_end = f.key_close.find(k_body, end)
         if k_end < 0:
             return args, True
         key = text[k_body:k_end].strip()
-        v = text.find(_VALUE_OPEN, k_end, end)
-        next_key = text.find(_KEY_OPEN, k_end, end)
+        v = f.value_open.find(k_end, end)
+        next_key = f.key_open.find(k_end, end)
         if v < 0 or 0 <= next_key < v:
             args[key] = ""
             if next_key < 0:
@@ -81,7 +95,7 @@ def _pairs(text: str, pos: int, end: int, value_closes: NextFinder) -> tuple[dic
             pos = next_key
             continue
         v_body = v + len(_VALUE_OPEN)
-        v_end = value_closes.find(v_body, end)
+        v_end = f.value_close.find(v_body, end)
         if v_end < 0:
             args[key] = xml_value(text[v_body:end])
             return args, True

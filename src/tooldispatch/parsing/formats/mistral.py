@@ -37,22 +37,25 @@ def find(text: str) -> list[RawCall]:
         if t < 0:
             return out
         p = skip_ws(text, t + len(TOKEN))
+        nxt = text.find(TOKEN, t + len(TOKEN))
+        region = nxt if nxt >= 0 else len(text)
         if text.startswith(("[", "{"), p):
-            calls, pos = _json_payload(text, t, p)
+            calls, pos = _json_payload(text, t, p, region)
         else:
-            calls, pos = _named_payload(text, t, p)
+            calls, pos = _named_payload(text, t, p, region)
         out.extend(c for c in calls if not is_placeholder(c.name))
         pos = max(pos, t + len(TOKEN))
 
 
-def _json_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
+def _json_payload(text: str, token: int, p: int, region: int) -> tuple[list[RawCall], int]:
     """Read a JSON list (or one object) of calls, element by element, so one bad element stays alone."""
     if text.startswith("{", p):
-        end = balanced_end(text, p)
-        stop = len(text) if end < 0 else end
-        return [call_from_json_text(text, (token, stop), FORMAT, text[p:stop], truncated=end < 0)], stop
-    list_end = balanced_end(text, p)
-    limit = len(text) if list_end < 0 else list_end
+        end = balanced_end(text, p, limit=region)
+        stop = region if end < 0 else end
+        cut = end < 0 and region == len(text)
+        return [call_from_json_text(text, (token, stop), FORMAT, text[p:stop], truncated=cut)], stop
+    list_end = balanced_end(text, p, limit=region)
+    limit = region if list_end < 0 else list_end
     out: list[RawCall] = []
     i = skip_ws(text, p + 1, limit)
     while i < limit and text[i] != "]":
@@ -77,7 +80,11 @@ def _json_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
             e = balanced_end(text, i, limit=limit) if text.startswith("{", i) else -1
             cut = e < 0
             e = limit if cut else e
-            out.append(call_from_json_text(text, (start, e), FORMAT, text[i:e], truncated=cut and list_end < 0))
+            out.append(
+                call_from_json_text(
+                    text, (start, e), FORMAT, text[i:e], truncated=cut and list_end < 0 and region == len(text)
+                )
+            )
         i = skip_ws(text, e, limit)
         if i < limit and text[i] == ",":
             i = skip_ws(text, i + 1, limit)
@@ -97,23 +104,23 @@ def _json_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
             truncated=last.truncated,
         )
     if not out and list_end < 0:
-        decoded = decode_json(text[p:])
+        decoded = decode_json(text[p:region])
         if decoded.error is not None:
             out.append(
                 make_call(
                     text,
-                    (token, len(text)),
+                    (token, region),
                     FORMAT,
                     None,
-                    arguments_text=text[p:],
+                    arguments_text=text[p:region],
                     decode_error=decoded.error,
-                    truncated=True,
+                    truncated=region == len(text),
                 )
             )
     return out, limit
 
 
-def _named_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
+def _named_payload(text: str, token: int, p: int, region: int) -> tuple[list[RawCall], int]:
     """Read ``name[CALL_ID]id[ARGS]{…}`` / ``name{…}``."""
     name = match_name(text, p)
     if name is None:
@@ -128,16 +135,19 @@ def _named_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
                 i = skip_ws(text, i) + (len(ident) if ident else 0)
     i = skip_ws(text, i)
     if not text.startswith("{", i):
-        if i >= len(text):
-            return [make_call(text, (token, len(text)), FORMAT, name, decode_error="no arguments", truncated=True)], i
+        if i >= region:
+            return [
+                make_call(text, (token, region), FORMAT, name, decode_error="no arguments", truncated=i >= len(text))
+            ], i
         return [], i
-    end = balanced_end(text, i)
+    end = balanced_end(text, i, limit=region)
     cut = end < 0
-    stop = len(text) if cut else end
+    stop = region if cut else end
+    at_end = cut and region == len(text)
     decoded = decode_json(text[i:stop])
     if decoded.error is not None:
         call = make_call(
-            text, (token, stop), FORMAT, name, arguments_text=text[i:stop], decode_error=decoded.error, truncated=cut
+            text, (token, stop), FORMAT, name, arguments_text=text[i:stop], decode_error=decoded.error, truncated=at_end
         )
     else:
         call = make_call(
@@ -148,6 +158,6 @@ def _named_payload(text: str, token: int, p: int) -> tuple[list[RawCall], int]:
             arguments=decoded.value,
             arguments_text=text[i:stop],
             fixes=decoded.fixes + ((FIX_UNCLOSED,) if cut and decoded.complete else ()),
-            truncated=cut,
+            truncated=at_end,
         )
     return [call], stop

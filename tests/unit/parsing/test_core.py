@@ -1,0 +1,262 @@
+"""parse_tool_calls: the cascade, buckets, content, reasoning recovery, native calls, ids and stages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tooldispatch.errors import ConfigError
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.types import ParseOutcome
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "days": {"type": "integer"},
+                },
+                "required": ["city"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}},
+]
+
+
+def _summary(outcome: ParseOutcome) -> list[tuple[str, dict[str, Any], str, str]]:
+    return [(c.name, c.arguments, c.bucket, c.format) for c in outcome.calls]
+
+
+def test_hermes_call_with_content() -> None:
+    """A strict hermes call is ok_strict; the surrounding text is the content."""
+    out = parse_tool_calls(
+        'Let me check.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>', TOOLS
+    )
+    assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_strict", "hermes")]
+    assert (out.content, out.stage, out.flags) == ("Let me check.", "strict", frozenset())
+    assert out.calls[0].id == "call_0"
+
+
+def test_one_bad_block_keeps_good_ones_with_buckets() -> None:
+    """A broken block is an InvalidJson candidate while its neighbours become calls."""
+    text = (
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>\n'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": }}</tool_call>\n'
+        '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+    )
+    out = parse_tool_calls(text, TOOLS)
+    assert _summary(out) == [
+        ("get_weather", {"city": "Paris"}, "ok_strict", "hermes"),
+        ("get_time", {}, "ok_strict", "hermes"),
+    ]
+    assert [c.bucket for c in out.candidates] == ["ok_strict", "InvalidJson", "ok_strict"]
+    assert [c.id for c in out.calls] == ["call_0", "call_1"]
+    assert out.content == ""
+
+
+def test_lenient_json_is_ok_fallback() -> None:
+    """Arguments that need lenient JSON are ok_fallback, stage fallback, with a json repair note."""
+    out = parse_tool_calls("<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Paris',}}</tool_call>", TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_fallback", "hermes")]
+    assert out.stage == "fallback"
+    assert [(r.kind, r.before) for r in out.calls[0].repairs] == [("json", "single_quotes"), ("json", "trailing_comma")]
+
+
+def test_schema_repair_makes_bucket_repaired() -> None:
+    """A misspelled name and a string integer are repaired; bucket repaired, stage repair."""
+    out = parse_tool_calls(
+        '<tool_call>{"name": "get_wether", "arguments": {"city": "Paris", "days": "3"}}</tool_call>', TOOLS
+    )
+    assert _summary(out) == [("get_weather", {"city": "Paris", "days": 3}, "repaired", "hermes")]
+    assert out.stage == "repair"
+    assert out.candidates[0].name == "get_wether"
+
+
+def test_lossless_level_refuses_a_fuzzy_name() -> None:
+    """With repair='lossless' an edit-distance rename is an UnknownName rejection."""
+    text = '<tool_call>{"name": "get_wether", "arguments": {"city": "Paris"}}</tool_call>'
+    out = parse_tool_calls(text, TOOLS, repair="lossless")
+    assert out.calls == ()
+    assert [c.bucket for c in out.candidates] == ["UnknownName"]
+
+
+def test_per_tool_repair_mapping() -> None:
+    """A per-tool mapping applies to the resolved tool; other tools stay bounded."""
+    text = '<tool_call>{"name": "get_wether", "arguments": {"city": "Paris"}}</tool_call>'
+    assert parse_tool_calls(text, TOOLS, repair={"get_weather": "lossless"}).calls == ()
+    assert len(parse_tool_calls(text, TOOLS, repair={"get_time": "lossless"}).calls) == 1
+
+
+def test_unknown_name_and_schema_mismatch() -> None:
+    """An undeclared tool is UnknownName; a missing required argument is SchemaMismatch."""
+    text = (
+        '<tool_call>{"name": "send_email", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "get_weather", "arguments": {"unit": "celsius"}}</tool_call>'
+    )
+    out = parse_tool_calls(text, TOOLS)
+    assert out.calls == ()
+    assert [(c.bucket, c.name) for c in out.candidates] == [
+        ("UnknownName", "send_email"),
+        ("SchemaMismatch", "get_weather"),
+    ]
+    assert all(c.error for c in out.candidates)
+
+
+def test_truncated_with_finish_reason_length() -> None:
+    """A call cut off at the end with finish_reason=length is Truncated, not InvalidJson."""
+    text = 'Checking <tool_call>{"name": "get_weather", "arguments": {"city": "Pa'
+    out = parse_tool_calls(text, TOOLS, finish_reason="length")
+    assert out.calls == ()
+    assert [c.bucket for c in out.candidates] == ["Truncated"]
+    assert out.content == "Checking"
+
+
+def test_unclosed_complete_call_without_length_is_accepted() -> None:
+    """A final call whose closing tag is missing but whose JSON is complete is ok_fallback."""
+    out = parse_tool_calls('<tool_call>{"name": "get_time", "arguments": {}}', TOOLS, finish_reason="stop")
+    assert _summary(out) == [("get_time", {}, "ok_fallback", "hermes")]
+
+
+def test_unclosed_complete_call_with_length_is_truncated() -> None:
+    """The same output cut by finish_reason=length is Truncated."""
+    out = parse_tool_calls('<tool_call>{"name": "get_time", "arguments": {}}', TOOLS, finish_reason="length")
+    assert [c.bucket for c in out.candidates] == ["Truncated"]
+
+
+def test_call_inside_reasoning_is_recovered_and_flagged() -> None:
+    """With no call outside the reasoning, a call inside it is recovered with in_reasoning."""
+    text = '<think>I will call <tool_call>{"name": "get_time", "arguments": {}}</tool_call></think>One moment.'
+    out = parse_tool_calls(text, TOOLS)
+    assert _summary(out) == [("get_time", {}, "ok_strict", "hermes")]
+    assert out.calls[0].flags == frozenset({"in_reasoning"})
+    assert out.flags == frozenset({"in_reasoning"})
+    assert (out.content, out.reasoning.startswith("I will call")) == ("One moment.", True)
+
+
+def test_call_outside_reasoning_wins() -> None:
+    """When content has a call, calls inside the reasoning are not recovered."""
+    text = (
+        '<think><tool_call>{"name": "get_time", "arguments": {}}</tool_call></think>'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    )
+    out = parse_tool_calls(text, TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Oslo"}, "ok_strict", "hermes")]
+    assert out.flags == frozenset()
+
+
+def test_reasoning_open() -> None:
+    """reasoning_open treats the text before </think> as reasoning."""
+    out = parse_tool_calls(
+        'thinking</think><tool_call>{"name": "get_time", "arguments": {}}</tool_call>', TOOLS, reasoning_open=True
+    )
+    assert (out.reasoning, len(out.calls), out.content) == ("thinking", 1, "")
+
+
+def test_no_call_flag_and_plain_content() -> None:
+    """Prose with no call-like span sets no_call and keeps the text as content."""
+    out = parse_tool_calls("The weather in Paris is nice.", TOOLS)
+    assert (out.calls, out.candidates, out.content, out.stage) == ((), (), "The weather in Paris is nice.", "none")
+    assert out.flags == frozenset({"no_call"})
+
+
+def test_native_calls_with_malformed_arguments() -> None:
+    """Native tool_calls keep their ids; malformed argument strings are decoded leniently or rejected."""
+    native = [
+        {"id": "abc", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        {"id": "def", "type": "function", "function": {"name": "get_weather", "arguments": "{'city': 'Rome',}"}},
+        {"id": "ghi", "type": "function", "function": {"name": "get_time", "arguments": "{not json at all"}},
+        {"type": "function", "function": {"name": "get_time", "arguments": ""}},
+    ]
+    out = parse_tool_calls("", TOOLS, native_calls=native)
+    assert [(c.id, c.name, c.arguments, c.bucket, c.format) for c in out.calls] == [
+        ("abc", "get_weather", {"city": "Paris"}, "ok_strict", "openai"),
+        ("def", "get_weather", {"city": "Rome"}, "ok_fallback", "openai"),
+        ("call_2", "get_time", {}, "ok_strict", "openai"),
+    ]
+    assert [c.bucket for c in out.candidates] == ["ok_strict", "ok_fallback", "InvalidJson", "ok_strict"]
+    assert out.calls[0].stage == "native"
+    assert out.stage == "fallback"
+
+
+def test_native_call_also_echoed_in_text_is_not_doubled() -> None:
+    """A call the server extracted and left in the text too is counted once; the text span is not content."""
+    native = [{"id": "x1", "function": {"name": "get_time", "arguments": "{}"}}]
+    out = parse_tool_calls(
+        'ok <tool_call>{"name": "get_time", "arguments": {}}</tool_call>', TOOLS, native_calls=native
+    )
+    assert [(c.id, c.name) for c in out.calls] == [("x1", "get_time")]
+    assert out.content == "ok"
+
+
+def test_named_tool_format_restricts_finders() -> None:
+    """tool_format names one format; others are not tried by the strict stage."""
+    text = "[TOOL_CALLS]get_time[ARGS]{}"
+    assert _summary(parse_tool_calls(text, TOOLS, tool_format="mistral")) == [("get_time", {}, "ok_strict", "mistral")]
+    assert parse_tool_calls(text, TOOLS, tool_format="hermes").calls == ()
+
+
+def test_invalid_options_raise_config_error() -> None:
+    """An unknown format or repair level is a ConfigError naming the choices."""
+    with pytest.raises(ConfigError, match="unknown tool_format 'nope'"):
+        parse_tool_calls("x", TOOLS, tool_format="nope")
+    with pytest.raises(ConfigError, match="unknown repair level 'max'"):
+        parse_tool_calls("x", TOOLS, repair="max")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt"),
+    [
+        ('{"name": "get_weather", "parameters": {"city": "Paris"}}', "llama3_json"),
+        ('<|python_start|>[get_weather(city="Paris")]<|python_end|>', "llama4"),
+        ('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', "mistral"),
+        ('[get_weather(city="Paris")]', "pythonic"),
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+            "qwen3_coder",
+        ),
+        ('<invoke name="get_weather"><parameter name="city">Paris</parameter></invoke>', "xml_invoke"),
+        ('```tool_code\nget_weather(city="Paris")\n```', "gemma"),
+        ('<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>', "deepseek_v31"),
+        ('<|channel|>commentary to=functions.get_weather<|message|>{"city": "Paris"}<|call|>', "harmony"),
+        ("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>", "glm"),
+    ],
+)
+def test_auto_finds_every_format(text: str, fmt: str) -> None:
+    """tool_format='auto' recognises each documented format and leaves no content behind."""
+    out = parse_tool_calls(text, TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_strict", fmt)]
+    assert out.content == ""
+
+
+def test_harmony_full_output_splits_reasoning_and_call() -> None:
+    """A gpt-oss output gives reasoning from analysis and the call from commentary."""
+    text = (
+        "<|channel|>analysis<|message|>User wants weather.<|end|>"
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city": "Paris"}<|call|>'
+    )
+    out = parse_tool_calls(text, TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_strict", "harmony")]
+    assert (out.reasoning, out.content) == ("User wants weather.", "")
+
+
+def test_content_excludes_calls_and_reasoning() -> None:
+    """Content is the text minus call spans and reasoning, stripped."""
+    text = '<think>plan</think>Before.\n<tool_call>{"name": "get_time", "arguments": {}}</tool_call>\nAfter.'
+    out = parse_tool_calls(text, TOOLS)
+    assert out.content == "Before.\n\nAfter."
+
+
+def test_pathological_inputs_do_not_raise() -> None:
+    """Deep brackets inside call markers give no call and raise nothing."""
+    for text in ("[" * 10000, "<tool_call>" + "{" * 10000, "[f(a=" + "[" * 10000, "<|python_tag|>" + "{" * 10000):
+        out = parse_tool_calls(text, TOOLS)
+        assert out.calls == ()

@@ -1,0 +1,88 @@
+"""Strict finders for the special-token formats: DeepSeek V3/V3.1 and gpt-oss harmony."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats import deepseek, harmony
+
+
+def _calls(found: list[RawCall]) -> list[tuple[str | None, Any, str, str]]:
+    return [(c.name, c.arguments, c.format, c.stage) for c in found]
+
+
+V3 = (
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+    '{"city": "Paris"}\n```<｜tool▁call▁end｜>'
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+)
+
+
+def test_deepseek_v3_two_calls_span_the_outer_tokens() -> None:
+    """V3 function<sep>name + fenced JSON; the outer begin/end tokens belong to the first/last call."""
+    found = deepseek.find(V3)
+    assert _calls(found) == [
+        ("get_weather", {"city": "Paris"}, "deepseek_v3", "strict"),
+        ("get_time", {}, "deepseek_v3", "strict"),
+    ]
+    assert (found[0].span[0], found[1].span[1]) == (0, len(V3))
+
+
+def test_deepseek_v31_call() -> None:
+    """V3.1 name<sep>{json}."""
+    text = (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+        '{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
+    )
+    assert _calls(deepseek.find(text)) == [("get_weather", {"city": "Paris"}, "deepseek_v31", "strict")]
+
+
+def test_deepseek_ascii_spellings() -> None:
+    """ASCII bars and underscores spell the same tokens."""
+    text = '<|tool_calls_begin|><|tool_call_begin|>get_weather<|tool_sep|>{"city": "Paris"}<|tool_call_end|>'
+    assert _calls(deepseek.find(text)) == [("get_weather", {"city": "Paris"}, "deepseek_v31", "strict")]
+
+
+def test_deepseek_cut_off_is_truncated() -> None:
+    """A call with no end token at the end of the text is truncated."""
+    found = deepseek.find('<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Par')
+    assert [(c.name, c.truncated) for c in found] == [("get_weather", True)]
+
+
+def test_deepseek_negatives() -> None:
+    """Prose about the tokens and a begin token spelled wrong are not calls."""
+    assert deepseek.find("DeepSeek uses tool call begin tokens.") == []
+    assert deepseek.find("<tool▁call▁begin>get_weather<tool▁sep>{}") == []
+
+
+def test_harmony_commentary_recipient_after_channel() -> None:
+    """commentary to=functions.x <|constrain|>json<|message|>{…}<|call|> is a call."""
+    text = (
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city": "Paris"}<|call|>'
+    )
+    found = harmony.find(text)
+    assert _calls(found) == [("get_weather", {"city": "Paris"}, "harmony", "strict")]
+    assert found[0].span == (0, len(text))
+
+
+def test_harmony_recipient_before_channel_and_on_analysis() -> None:
+    """The recipient may precede the channel, and calls on the analysis channel count."""
+    text = (
+        '<|start|>assistant to=functions.a<|channel|>commentary json<|message|>{"x": 1}<|call|>'
+        "<|channel|>analysis to=functions.b<|message|>{}<|call|>"
+    )
+    assert _calls(harmony.find(text)) == [("a", {"x": 1}, "harmony", "strict"), ("b", {}, "harmony", "strict")]
+
+
+def test_harmony_cut_off_is_truncated() -> None:
+    """A call message with no end token at the end is truncated."""
+    found = harmony.find('<|channel|>commentary to=functions.a<|message|>{"x": ')
+    assert [(c.name, c.truncated) for c in found] == [("a", True)]
+
+
+def test_harmony_negatives() -> None:
+    """Messages without a recipient, and prose with to=, are not calls."""
+    assert harmony.find("<|channel|>final<|message|>Hello to=you<|return|>") == []
+    assert harmony.find("send it to=functions.a later") == []
