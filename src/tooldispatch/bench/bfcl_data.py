@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -49,6 +50,7 @@ AST_CATEGORIES: tuple[str, ...] = (
 NO_CALL_CATEGORIES: frozenset[str] = frozenset({"irrelevance", "live_irrelevance"})
 """Categories where the right answer is to call nothing."""
 
+_SAFE_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer", "string": "string"}
 
 
@@ -220,10 +222,33 @@ def _answer_member(category: str) -> str:
     return f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json"
 
 
-def load_cases(categories: Sequence[str], *, limit: int | None = None, wheel: Path | None = None) -> list[BfclCase]:
-    """Load the first ``limit`` cases (all when ``None``) of each category, categories in the given order."""
-    out: list[BfclCase] = []
+def load_cases(
+    categories: Sequence[str], *, limit: int | None = None, wheel: Path | None = None, interleave: bool = True
+) -> list[BfclCase]:
+    """Load the first ``limit`` cases (all when ``None``) of each category.
+
+    With ``interleave`` the cases alternate between categories (the first of each, then the second of
+    each, ...), so a run stopped halfway has covered every category evenly.
+    """
+    groups = []
     for category in categories:
         cases = load_category(category, wheel=wheel)
-        out.extend(cases if limit is None else cases[:limit])
+        groups.append(cases if limit is None else cases[:limit])
+    if not interleave:
+        return [case for group in groups for case in group]
+    out: list[BfclCase] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out.extend(g[i] for g in groups if i < len(g))
     return out
+
+
+def safe_tool_names(tools: Sequence[ToolSpec]) -> tuple[list[ToolSpec], dict[str, str]]:
+    """Rename tools to API-safe names; return the tools and the map from new name to original name."""
+    out: list[ToolSpec] = []
+    mapping: dict[str, str] = {}
+    for tool in tools:
+        safe = _SAFE_NAME.sub("_", tool.name)[:64]
+        if safe != tool.name:
+            mapping[safe] = tool.name
+        out.append(ToolSpec(name=safe, description=tool.description, parameters=tool.parameters))
+    return out, mapping

@@ -1,0 +1,149 @@
+"""PNG charts of a run's summaries (matplotlib, Agg backend: no display needed).
+
+Each chart names what it shows, its units, and every cell as ``model@quant`` with its engine, so it
+reads on its own when pasted elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tooldispatch.bench.scoring import BUCKETS
+from tooldispatch.bench.summary import CellSummary
+
+MODE_LABELS = {
+    "baseline": "serving-stack default",
+    "json_repair": "json_repair",
+    "strict": "strict only",
+    "fallback": "+ fallback",
+    "repair": "+ repair",
+}
+MODE_ORDER = ("baseline", "json_repair", "strict", "fallback", "repair")
+_MODE_COLORS = {
+    "baseline": "#9e9e9e",
+    "json_repair": "#b39ddb",
+    "strict": "#90caf9",
+    "fallback": "#42a5f5",
+    "repair": "#1565c0",
+}
+_BUCKET_COLORS = {
+    "ok_strict": "#1b5e20",
+    "ok_fallback": "#43a047",
+    "repaired": "#a5d6a7",
+    "InvalidJson": "#e53935",
+    "UnknownName": "#fb8c00",
+    "SchemaMismatch": "#fdd835",
+    "Truncated": "#8e24aa",
+    "no_call": "#bdbdbd",
+    "error": "#212121",
+}
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _tick(summary: CellSummary) -> str:
+    return f"{summary.label}\n{summary.engine}"
+
+
+def _engines(cells: Sequence[CellSummary]) -> str:
+    return ", ".join(sorted({c.engine for c in cells if c.engine})) or "unknown engine"
+
+
+def write_charts(cells: Sequence[CellSummary], out_dir: Path, *, title: str = "") -> list[Path]:
+    """Write every chart for the cells into ``out_dir``; return the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not cells:
+        return []
+    return [
+        _buckets(cells, out_dir / "buckets.png", title),
+        _modes(cells, out_dir / "accuracy.png", title, metric="accuracy"),
+        _modes(cells, out_dir / "false_positives.png", title, metric="false_positive"),
+        _latency(cells, out_dir / "latency.png", title),
+    ]
+
+
+def _buckets(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.75 * len(cells)))
+    labels = [_tick(c) for c in cells]
+    left = [0.0] * len(cells)
+    for bucket in BUCKETS:
+        values = [100 * c.buckets[bucket].value for c in cells]
+        if not any(values):
+            continue
+        ax.barh(labels, values, left=left, color=_BUCKET_COLORS[bucket], label=bucket, edgecolor="white")
+        for i, v in enumerate(values):
+            if v >= 6:
+                dark = bucket in ("ok_strict", "InvalidJson", "Truncated", "error")
+                ax.text(left[i] + v / 2, i, f"{v:.0f}", ha="center", va="center", color="white" if dark else "black")
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    ax.set_xlim(0, 100)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of outputs (%)")
+    ax.set_title(f"{title}Where each output landed (one bucket per output; accepted buckets in green)")
+    ax.legend(title="bucket", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(8, 2.2 * len(cells) + 3), 5.2))
+    width = 0.8 / len(MODE_ORDER)
+    for j, mode in enumerate(MODE_ORDER):
+        rates = [getattr(c, metric)[mode] for c in cells]
+        xs = [i + (j - (len(MODE_ORDER) - 1) / 2) * width for i in range(len(cells))]
+        values = [100 * r.value for r in rates]
+        err = [[100 * (r.value - r.low) for r in rates], [100 * (r.high - r.value) for r in rates]]
+        ax.bar(xs, values, width, yerr=err, capsize=2, color=_MODE_COLORS[mode], label=MODE_LABELS[mode])
+        for x, v in zip(xs, values, strict=True):
+            ax.text(x, v + 1, f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(cells)), [_tick(c) for c in cells], fontsize=8)
+    n = max((getattr(c, metric)["repair"].n for c in cells), default=0)
+    if metric == "accuracy":
+        ax.set_ylabel("BFCL AST accuracy (%), 95 % bootstrap CI")
+        what = f"BFCL AST accuracy by parsing mode (cases that expect calls, n={n} per cell)"
+    else:
+        ax.set_ylabel("irrelevance cases with a call (%), 95 % CI")
+        what = f"False positives: calls made on BFCL irrelevance (lower is better, n={n} per cell)"
+    ax.set_ylim(0, 105)
+    ax.set_title(f"{title}{what}")
+    ax.legend(title=f"parsing ({_engines(cells)})", fontsize=8, ncols=len(MODE_ORDER), loc="upper center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _latency(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cells) + 3), 4.8))
+    xs = list(range(len(cells)))
+    p50 = [c.latency_p50_s or 0.0 for c in cells]
+    p95 = [c.latency_p95_s or 0.0 for c in cells]
+    ax.bar([x - 0.2 for x in xs], p50, 0.4, color="#42a5f5", label="p50 per request")
+    ax.bar([x + 0.2 for x in xs], p95, 0.4, color="#1565c0", label="p95 per request")
+    top = max([*p95, 1e-09])
+    for x, c in zip(xs, cells, strict=True):
+        tps = f"{c.tokens_per_s:.0f} tok/s" if c.tokens_per_s else "tok/s n/a"
+        ax.text(x, (c.latency_p95_s or 0.0) + 0.02 * top, tps, ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(xs, [_tick(c) for c in cells], fontsize=8)
+    ax.set_ylabel("seconds per request")
+    ax.set_ylim(0, top * 1.18)
+    ax.set_title(f"{title}Latency per request (labels: median decode tokens/s)")
+    ax.legend(title=_engines(cells), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,237 @@
+"""Reports of a run: ``report.md`` (tables), PNG charts, ``summary.json``, and optionally ``report.html``.
+
+``build_report`` scores every stored output with the current parser, so a report is also a replay.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldispatch.bench.charts import MODE_LABELS, MODE_ORDER, write_charts
+from tooldispatch.bench.corpus import OutputRecord
+from tooldispatch.bench.scoring import BUCKETS, ParseFn, ScoredOutput, score_output
+from tooldispatch.bench.summary import CellSummary, QuantDifference, quant_differences, summarize_cell
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """Every cell's summary and the quantization differences of a run.
+
+    Attributes:
+        cells: per-cell summaries, in the order cells first appear.
+        differences: each quantization of a model against that model's first cell.
+        meta: what the run was asked to do.
+    """
+
+    cells: Sequence[CellSummary]
+    differences: Sequence[QuantDifference]
+    meta: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON written to ``summary.json``."""
+        return {
+            "meta": dict(self.meta),
+            "cells": [c.to_dict() for c in self.cells],
+            "differences": [d.to_dict() for d in self.differences],
+        }
+
+
+def score_records(
+    records: Iterable[OutputRecord], *, parse: ParseFn | None = None
+) -> dict[str, list[tuple[OutputRecord, ScoredOutput]]]:
+    """Score every record, grouped by cell in first-seen order (BFCL records only)."""
+    by_cell: dict[str, list[tuple[OutputRecord, ScoredOutput]]] = defaultdict(list)
+    for record in records:
+        if record.case.get("functions") is None:
+            continue
+        by_cell[record.cell].append((record, score_output(record, parse=parse)))
+    return dict(by_cell)
+
+
+def summarize(
+    records: Iterable[OutputRecord], *, meta: Mapping[str, Any] | None = None, parse: ParseFn | None = None
+) -> RunSummary:
+    """Score and summarize records."""
+    by_cell = score_records(records, parse=parse)
+    cells = [summarize_cell(key, rows) for key, rows in by_cell.items()]
+    diffs = quant_differences({k: [s for _, s in rows] for k, rows in by_cell.items()})
+    return RunSummary(cells=cells, differences=diffs, meta=dict(meta or {}))
+
+
+def write_report(summary: RunSummary, out_dir: Path, *, html_too: bool = False, title: str = "") -> list[Path]:
+    """Write ``report.md``, ``summary.json`` and the charts (and ``report.html``); return the files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    charts = write_charts(summary.cells, out_dir, title=f"{title}: " if title else "")
+    md = render_markdown(summary, [p.name for p in charts], title=title or "Benchmark report")
+    md_path = out_dir / "report.md"
+    md_path.write_text(md, encoding="utf-8")
+    json_path = out_dir / "summary.json"
+    json_path.write_text(json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    files = [md_path, json_path, *charts]
+    if html_too:
+        html_path = out_dir / "report.html"
+        html_path.write_text(markdown_to_html(md, title=title or "Benchmark report"), encoding="utf-8")
+        files.append(html_path)
+    return files
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}"
+
+
+def _types(types: Mapping[str, int]) -> str:
+    if not types:
+        return "-"
+    return ", ".join(f"{t}×{n}" for t, n in sorted(types.items(), key=lambda kv: -kv[1]))
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -> str:
+    """The Markdown report: cells, buckets, accuracy three ways and against both baselines, false positives,
+    per-category accuracy, quantization differences, latency and cost."""
+    cells = summary.cells
+    out = [f"# {title}", ""]
+    command = summary.meta.get("command")
+    if command:
+        out += ["Command:", "", "```", str(command), "```", ""]
+    out += ["## Cells", ""]
+    out += _table(
+        ["cell", "engine", "tensor types (real, from the file)", "outputs", "errors"],
+        ([c.label, c.engine or "-", _types(c.tensor_types), str(c.outputs), str(c.errors)] for c in cells),
+    )
+    out += ["## Output buckets (% of outputs)", ""]
+    out += _table(
+        ["cell", *BUCKETS, "in_reasoning"],
+        ([c.label, *(_pct(c.buckets[b].value) for b in BUCKETS), _pct(c.in_reasoning.value)] for c in cells),
+    )
+    out += ["## BFCL AST accuracy (cases that expect calls; %, 95 % bootstrap CI)", ""]
+    out += _table(
+        ["cell", *(MODE_LABELS[m] for m in MODE_ORDER)],
+        ([c.label, *(c.accuracy[m].fmt() for m in MODE_ORDER)] for c in cells),
+    )
+    out += ["## False positives on irrelevance (share of cases with a call; lower is better)", ""]
+    out += _table(
+        ["cell", *(MODE_LABELS[m] for m in MODE_ORDER)],
+        ([c.label, *(c.false_positive[m].fmt() for m in MODE_ORDER)] for c in cells),
+    )
+    categories = sorted({cat for c in cells for cat in c.by_category})
+    out += ["## Per category (% correct; irrelevance: no call), strict only → + repair", ""]
+    out += _table(
+        ["cell", *categories],
+        (
+            [
+                c.label,
+                *(
+                    f"{_pct(c.by_category[cat]['strict'].value)} → {_pct(c.by_category[cat]['repair'].value)}"
+                    if cat in c.by_category
+                    else "-"
+                    for cat in categories
+                ),
+            ]
+            for c in cells
+        ),
+    )
+    if summary.differences:
+        out += ["## Differences between quantizations (paired by case and seed; pp, 95 % CI)", ""]
+        rows = []
+        for d in summary.differences:
+            a, b = d.a.split("|")[1], d.b.split("|")[1]
+            for metric, values in (("accuracy", d.accuracy), ("false positives", d.false_positive)):
+                cells_text = [values[m].fmt() + (" *" if values[m].significant else "") for m in MODE_ORDER]
+                rows.append([f"{a} − {b}", metric, *cells_text])
+        out += _table(["difference", "metric", *(MODE_LABELS[m] for m in MODE_ORDER)], rows)
+        out += ["`*`: the interval excludes zero.", ""]
+    out += ["## Latency and cost", ""]
+    out += _table(
+        ["cell", "p50 (s)", "p95 (s)", "decode tok/s (median)", "completion tokens (mean)", "cost (USD)", "providers"],
+        (
+            [
+                c.label,
+                _num(c.latency_p50_s, 2),
+                _num(c.latency_p95_s, 2),
+                _num(c.tokens_per_s, 1),
+                _num(c.completion_tokens_mean, 1),
+                "-" if c.cost_usd is None else f"{c.cost_usd:.6f}",
+                ", ".join(f"{p}: {n}" for p, n in sorted(c.providers.items())) or "-",
+            ]
+            for c in cells
+        ),
+    )
+    with_k = [c for c in cells if c.pass_k]
+    if with_k:
+        out += ["## pass^k over seeds (+ repair)", ""]
+        ks = sorted({k for c in with_k for k in c.pass_k["repair"]})
+        out += _table(
+            ["cell", *(f"pass^{k}" for k in ks)],
+            ([c.label, *(_pct(c.pass_k["repair"].get(k)) for k in ks)] for c in with_k),
+        )
+    if charts:
+        out += ["## Charts", ""]
+        out += [f"![{name}]({name})" for name in charts]
+        out.append("")
+    return "\n".join(out)
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown_to_html(markdown: str, *, title: str) -> str:
+    """A small HTML page of the report (headings, tables, code blocks, images, paragraphs)."""
+    body: list[str] = []
+    in_code = False
+    table: list[list[str]] = []
+
+    def flush_table() -> None:
+        if not table:
+            return
+        head, *rows = table
+        body.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead>")
+        body.append(
+            "<tbody>"
+            + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+            + "</tbody></table>"
+        )
+        table.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            flush_table()
+            body.append("</pre>" if in_code else "<pre>")
+            in_code = not in_code
+        elif in_code:
+            body.append(html.escape(line))
+        elif line.startswith("|"):
+            if set(line.replace("|", "").strip()) <= {"-"}:
+                continue
+            table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        else:
+            flush_table()
+            if line.startswith("#"):
+                level = len(line) - len(line.lstrip("#"))
+                body.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
+            elif line.startswith("![") and "](" in line:
+                src = line[line.index("](") + 2 : -1]
+                body.append(f'<p><img src="{html.escape(src)}" alt="{html.escape(src)}"></p>')
+            elif line.strip():
+                body.append(f"<p>{html.escape(line)}</p>")
+    flush_table()
+    style = (
+        "body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}img{max-width:100%}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

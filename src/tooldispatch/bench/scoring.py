@@ -1,0 +1,251 @@
+"""Scoring one raw output five ways, and a cell of outputs into rates.
+
+For every output the same raw text is turned into calls by:
+
+- ``strict``: tooldispatch's strict stage only (documented formats, native calls), no repair;
+- ``fallback``: strict plus the tolerant fallback, no repair;
+- ``repair``: the full cascade (strict → fallback → bounded schema-guided repair);
+- ``baseline``: what a serving stack does by default: the family's documented format only, and on any
+  failure the whole output becomes text (no calls);
+- ``json_repair``: the ``json_repair`` library on the raw text, taking ``{"name", "arguments"}`` objects.
+
+Each list of calls is scored with the BFCL AST checker. Scoring is pure: the parser is passed in, so
+replaying a corpus with another parser version is one argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tooldispatch.bench import bfcl_checker
+from tooldispatch.bench.bfcl_data import BfclCase, safe_tool_names
+from tooldispatch.bench.corpus import OutputRecord
+from tooldispatch.types import FLAG_IN_REASONING, ParseOutcome
+
+MODES: tuple[str, ...] = ("strict", "fallback", "repair", "baseline", "json_repair")
+"""The five ways an output is turned into calls."""
+
+BUCKETS: tuple[str, ...] = (
+    "ok_strict",
+    "ok_fallback",
+    "repaired",
+    "InvalidJson",
+    "UnknownName",
+    "SchemaMismatch",
+    "Truncated",
+    "no_call",
+    "error",
+)
+"""Per-output buckets, in report order. ``error``: the request failed and there is no output."""
+
+_ACCEPTED_ORDER = {"ok_strict": 0, "ok_fallback": 1, "repaired": 2}
+
+ParseFn = Callable[..., ParseOutcome]
+"""``parse_tool_calls``-compatible: ``(text, tools, *, native_calls, finish_reason, tool_format, repair)``."""
+
+Call = tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredOutput:
+    """One output, scored.
+
+    Attributes:
+        case_id: the case.
+        category: its BFCL category (or ``suite``).
+        seed: sampling seed.
+        bucket: the output's bucket: the deepest accepted bucket among its calls, else the first rejected
+            candidate's bucket, else ``no_call`` (``error`` when the request failed).
+        in_reasoning: a call was recovered from inside the reasoning.
+        candidate_buckets: how many candidates landed in each bucket.
+        correct: per mode, whether the BFCL checker accepted the calls.
+        n_calls: per mode, how many calls were produced.
+        reasons: per mode, the checker's reason when wrong.
+        expects_no_call: the case is an irrelevance case.
+    """
+
+    case_id: str
+    category: str
+    seed: int
+    bucket: str
+    in_reasoning: bool
+    candidate_buckets: Mapping[str, int]
+    correct: Mapping[str, bool]
+    n_calls: Mapping[str, int]
+    reasons: Mapping[str, str | None] = field(default_factory=dict)
+    expects_no_call: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {
+            "case_id": self.case_id,
+            "category": self.category,
+            "seed": self.seed,
+            "bucket": self.bucket,
+            "in_reasoning": self.in_reasoning,
+            "candidate_buckets": dict(self.candidate_buckets),
+            "correct": dict(self.correct),
+            "n_calls": dict(self.n_calls),
+            "reasons": dict(self.reasons),
+        }
+
+
+def default_parser() -> ParseFn:
+    """The project's parser (imported on first use)."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    return parse_tool_calls
+
+
+def score_output(record: OutputRecord, *, parse: ParseFn | None = None) -> ScoredOutput:
+    """Score one BFCL output five ways (see the module docstring)."""
+    case = BfclCase.from_dict(record.case)
+    if record.error is not None:
+        return ScoredOutput(
+            case_id=record.case_id,
+            category=case.category,
+            seed=record.seed,
+            bucket="error",
+            in_reasoning=False,
+            candidate_buckets={},
+            correct={m: False for m in MODES},
+            n_calls={m: 0 for m in MODES},
+            reasons={m: "error" for m in MODES},
+            expects_no_call=case.expects_no_call,
+        )
+    fn = parse or default_parser()
+    specs = case.tools()
+    name_map: dict[str, str] = dict(record.extra.get("name_map") or {})
+    if name_map:
+        specs, _ = safe_tool_names(specs)
+    tools = [t.to_openai() for t in specs]
+    natives = [dict(c) for c in record.native_calls] or None
+    common: dict[str, Any] = {"native_calls": natives, "finish_reason": record.finish_reason}
+    bare = fn(record.text, tools, repair="none", **common)
+    full = fn(record.text, tools, repair="bounded", **common)
+    calls: dict[str, list[Call]] = {
+        "strict": [(c.name, c.arguments) for c in bare.calls if c.stage in ("native", "strict")],
+        "fallback": [(c.name, c.arguments) for c in bare.calls],
+        "repair": [(c.name, c.arguments) for c in full.calls],
+        "baseline": baseline_calls(record, tools, fn),
+        "json_repair": json_repair_calls(record.text),
+    }
+    correct: dict[str, bool] = {}
+    reasons: dict[str, str | None] = {}
+    for mode, mode_calls in calls.items():
+        verdict = bfcl_checker.check(case, mode_calls, name_map=name_map)
+        correct[mode] = verdict.valid
+        reasons[mode] = verdict.reason
+    counts: dict[str, int] = {}
+    for cand in full.candidates:
+        counts[cand.bucket] = counts.get(cand.bucket, 0) + 1
+    return ScoredOutput(
+        case_id=record.case_id,
+        category=case.category,
+        seed=record.seed,
+        bucket=output_bucket(full),
+        in_reasoning=FLAG_IN_REASONING in full.flags or any(FLAG_IN_REASONING in c.flags for c in full.calls),
+        candidate_buckets=counts,
+        correct=correct,
+        n_calls={mode: len(c) for mode, c in calls.items()},
+        reasons=reasons,
+        expects_no_call=case.expects_no_call,
+    )
+
+
+def output_bucket(outcome: ParseOutcome) -> str:
+    """The bucket of a whole output (see ``ScoredOutput.bucket``)."""
+    if outcome.calls:
+        return max((c.bucket for c in outcome.calls), key=lambda b: _ACCEPTED_ORDER.get(b, 0))
+    rejected = outcome.rejected
+    if rejected:
+        return rejected[0].bucket
+    return "no_call"
+
+
+def baseline_calls(record: OutputRecord, tools: Sequence[Mapping[str, Any]], parse: ParseFn) -> list[Call]:
+    """What a serving stack returns by default: documented format only, all-or-nothing.
+
+    Native calls are decoded with ``json.loads``; one failure turns the whole answer into text. In prompt
+    mode the family's strict format is parsed without fallback or repair; a strict block that does not
+    decode, or a call only inside the reasoning, means no calls (serving stacks return it as text).
+    """
+    if record.native_calls:
+        out: list[Call] = []
+        for native in record.native_calls:
+            try:
+                args = json.loads(str(native.get("arguments") or "{}"))
+            except json.JSONDecodeError:
+                return []
+            if not isinstance(args, dict):
+                return []
+            out.append((str(native.get("name", "")), args))
+        return out
+    fmt = parser_format(str(record.extra.get("tool_format") or ""))
+    outcome = parse(record.text, tools, tool_format=fmt, repair="none", finish_reason=record.finish_reason)
+    strict = [c for c in outcome.candidates if c.stage in ("strict", "native")]
+    broken = [c for c in outcome.candidates if c.format == fmt and c.stage not in ("strict", "native")]
+    if broken or any(c.name is None or c.arguments is None or FLAG_IN_REASONING in c.flags for c in strict):
+        return []
+    return [(str(c.name), c.arguments or {}) for c in strict]
+
+
+_PROMPT_TO_PARSER_FORMAT = {
+    "hermes_list": "hermes",
+    "hermes": "hermes",
+    "gemma_tool_code": "gemma",
+    "json": "llama3_json",
+    "pythonic": "pythonic",
+}
+
+
+def parser_format(prompt_format: str) -> str:
+    """The parser's strict format for a family's prompt format (``auto`` when unknown)."""
+    from tooldispatch.parsing.formats import FORMATS
+
+    name = _PROMPT_TO_PARSER_FORMAT.get(prompt_format, prompt_format)
+    return name if name in FORMATS else "auto"
+
+
+def json_repair_calls(text: str) -> list[Call]:
+    """Calls that the ``json_repair`` library recovers from the raw text (``name`` + ``arguments``/``parameters``)."""
+    import json_repair
+
+    try:
+        decoded = json_repair.loads(text)
+    except Exception:  # json_repair raises assorted errors on hostile input; none is a call
+        return []
+    out: list[Call] = []
+    _collect_calls(decoded, out, depth=0)
+    return out
+
+
+def _collect_calls(value: Any, out: list[Call], *, depth: int) -> None:
+    if depth > 4:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _collect_calls(item, out, depth=depth + 1)
+        return
+    if not isinstance(value, dict):
+        return
+    if isinstance(value.get("function"), dict):
+        _collect_calls(value["function"], out, depth=depth + 1)
+        return
+    if isinstance(value.get("tool_calls"), list):
+        _collect_calls(value["tool_calls"], out, depth=depth + 1)
+        return
+    name = value.get("name")
+    args = value.get("arguments", value.get("parameters"))
+    if isinstance(args, str):
+        import json_repair
+
+        try:
+            args = json_repair.loads(args)
+        except Exception:  # same as above
+            args = None
+    if isinstance(name, str) and isinstance(args, dict):
+        out.append((name, args))

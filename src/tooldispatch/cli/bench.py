@@ -1,0 +1,221 @@
+"""``tooldispatch bench bfcl|suite|replay`` and ``tooldispatch report``: thin wrappers around ``tooldispatch.bench``."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tooldispatch.errors import TooldispatchError
+
+_console = Console()
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _onoff(value: str) -> list[bool]:
+    out = []
+    for v in _split(value):
+        if v not in ("on", "off"):
+            raise typer.BadParameter(f"{v!r}: use on, off or on,off")
+        out.append(v == "on")
+    return out
+
+
+def _fail(exc: TooldispatchError) -> None:
+    _console.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2) from exc
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add the benchmark commands to the ``tooldispatch`` app and its ``bench`` group."""
+    bench.command("bfcl")(bfcl)
+    bench.command("suite")(suite)
+    bench.command("replay")(replay)
+    app.command("report")(report)
+
+
+def bfcl(
+    models: Annotated[
+        str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; openai/openrouter: the served model.")
+    ] = "smollm2-135m-instruct@Q4_1",
+    categories: Annotated[str, typer.Option(help="BFCL categories, comma-separated.")] = "simple_python,irrelevance",
+    limit: Annotated[int, typer.Option(help="First N cases of each category (0: all).")] = 25,
+    backend: Annotated[str, typer.Option(help="llamacpp, openai or openrouter.")] = "llamacpp",
+    base_url: Annotated[str, typer.Option(help="OpenAI-compatible server for --backend openai.")] = "",
+    dialect: Annotated[str, typer.Option(help="Server dialect for --backend openai: vllm or llama-server.")] = "vllm",
+    quant_label: Annotated[str, typer.Option(help="Report label of a served model's weights (nvfp4).")] = "served",
+    provider_quantizations: Annotated[str, typer.Option(help="OpenRouter: one pinned cell per quantization.")] = "",
+    provider_only: Annotated[str, typer.Option(help="OpenRouter: provider slugs to allow.")] = "",
+    parse_modes: Annotated[str, typer.Option(help="client (raw text parsed here) and/or server.")] = "client",
+    constrained: Annotated[str, typer.Option(help="Grammar-constrained decoding: off, on or off,on.")] = "off",
+    seeds: Annotated[str, typer.Option(help="Sampling seeds; several give pass^k.")] = "0",
+    max_tokens: Annotated[int, typer.Option(help="Completion budget per request.")] = 192,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight (default: 1 local, 4 HTTP).")] = 0,
+    n_threads: Annotated[int, typer.Option(help="llama.cpp CPU threads (0: its default).")] = 0,
+    n_ctx: Annotated[int, typer.Option(help="llama.cpp context length.")] = 4096,
+    run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning the same command resumes it.")] = Path(
+        "runs/bfcl"
+    ),
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    html: Annotated[bool, typer.Option(help="Also write report.html.")] = False,
+    interleave_cells: Annotated[
+        bool, typer.Option(help="Run case by case across all cells (all models loaded at once).")
+    ] = False,
+) -> None:
+    """Run BFCL over a matrix (backend × model × quantization × parse mode × constrained × seed), store every
+    raw output, and write a report. Interrupt it any time: the same command resumes where it stopped."""
+    from tooldispatch.bench.bfcl_data import load_cases
+    from tooldispatch.bench.report import summarize, write_report
+    from tooldispatch.bench.results_db import ResultsDB
+    from tooldispatch.bench.runner import RunOptions
+    from tooldispatch.bench.session import REPORT_DIR, run_session
+    from tooldispatch.bench.targets import MatrixSpec, build_targets
+
+    try:
+        cats = _split(categories)
+        cases = load_cases(cats, limit=limit or None)
+        spec = MatrixSpec(
+            backend=backend,
+            models=_split(models),
+            parse_modes=_split(parse_modes),
+            constrained=_onoff(constrained),
+            base_url=base_url,
+            dialect=dialect,
+            quant_label=quant_label,
+            provider_quantizations=_split(provider_quantizations),
+            provider_only=_split(provider_only),
+            n_threads=n_threads or None,
+            n_ctx=n_ctx,
+        )
+        targets = build_targets(spec)
+        options = RunOptions(
+            seeds=[int(s) for s in _split(seeds)],
+            max_tokens=max_tokens,
+            temperature=temperature,
+            concurrency=concurrency or (1 if backend == "llamacpp" else 4),
+        )
+        meta = {
+            "categories": cats,
+            "limit": limit,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "seeds": list(options.seeds),
+            "command": "tooldispatch " + shlex.join(sys.argv[1:]),
+        }
+        result = run_session(
+            targets, cases, run_dir, options, meta=meta, progress=progress, interleave_cells=interleave_cells
+        )
+        _console.print(
+            f"stored {result.stored} outputs, {result.skipped} already done, {len(result.failed)} failed, "
+            f"{result.pauses} pauses"
+        )
+        for cell, case_id, seed, error in result.failed[:10]:
+            _console.print(f"  [yellow]failed[/yellow] {cell} {case_id} seed={seed}: {error}")
+        if result.failed:
+            _console.print("rerun the same command to retry the failed requests; stored outputs are kept")
+        db = ResultsDB(run_dir)
+        try:
+            summary = summarize(db.records(), meta=db.meta())
+        finally:
+            db.close()
+        files = write_report(summary, run_dir / REPORT_DIR, html_too=html, title="BFCL")
+        _console.print(f"report: {files[0]}")
+    except TooldispatchError as exc:
+        _fail(exc)
+
+
+def suite(
+    models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = (
+        "smollm2-135m-instruct@Q4_1"
+    ),
+    constrained: Annotated[str, typer.Option(help="Grammar-constrained decoding: off, on or off,on.")] = "off",
+    seeds: Annotated[str, typer.Option(help="Sampling seeds; several give pass^k.")] = "0",
+    max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
+    max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
+    n_ctx: Annotated[int, typer.Option(help="llama.cpp context length.")] = 4096,
+    run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning resumes it.")] = Path("runs/suite"),
+) -> None:
+    """Run the project's own multi-turn tasks in the demo logistics world, scored by the world's final state."""
+    from tooldispatch.bench.suite import run_suite_command
+
+    try:
+        text = run_suite_command(
+            models=_split(models),
+            constrained=_onoff(constrained),
+            seeds=[int(s) for s in _split(seeds)],
+            max_tokens=max_tokens,
+            max_turns=max_turns,
+            n_ctx=n_ctx,
+            run_dir=run_dir,
+        )
+        _console.print(text)
+    except TooldispatchError as exc:
+        _fail(exc)
+
+
+def replay(
+    corpus: Annotated[Path, typer.Argument(help="A corpus.jsonl written by a benchmark run.")],
+    out: Annotated[Path | None, typer.Option(help="Write a full report into this folder.")] = None,
+    compare: Annotated[Path | None, typer.Option(help="A summary.json to compare accuracy against.")] = None,
+) -> None:
+    """Re-score a corpus with the current parser (no model needed; deterministic)."""
+    from tooldispatch.bench.replay import compare_summaries, replay_corpus
+    from tooldispatch.bench.report import write_report
+
+    try:
+        summary, seconds, count = replay_corpus(corpus)
+    except TooldispatchError as exc:
+        _fail(exc)
+        return
+    _console.print(f"re-scored {count} outputs in {seconds:.2f} s ({count / max(seconds, 1e-9):.0f} outputs/s)")
+    for cell in summary.cells:
+        acc = " ".join(f"{m}={100 * r.value:.1f}%" for m, r in cell.accuracy.items())
+        _console.print(f"  {cell.label}: {acc}")
+    if compare is not None:
+        old = json.loads(compare.read_text(encoding="utf-8"))
+        for line in compare_summaries(old, summary.to_dict()):
+            _console.print("  " + line)
+    if out is not None:
+        files = write_report(summary, out, title="BFCL replay")
+        _console.print(f"report: {files[0]}")
+
+
+def report(
+    run: Annotated[Path, typer.Argument(help="A run folder (with bench.db) or a corpus.jsonl.")],
+    html: Annotated[bool, typer.Option(help="Also write report.html.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: RUN/report).")] = None,
+) -> None:
+    """Write the Markdown report, PNG charts and summary.json of a run."""
+    from tooldispatch.bench.corpus import read_corpus
+    from tooldispatch.bench.report import summarize, write_report
+    from tooldispatch.bench.results_db import DB_NAME, ResultsDB
+    from tooldispatch.bench.session import REPORT_DIR
+
+    try:
+        if run.is_dir() and (run / DB_NAME).is_file():
+            db = ResultsDB(run)
+            try:
+                summary = summarize(db.records(), meta=db.meta())
+            finally:
+                db.close()
+            target = out or run / REPORT_DIR
+        elif run.is_file():
+            summary = summarize(read_corpus(run))
+            target = out or run.parent / REPORT_DIR
+        else:
+            raise typer.BadParameter(f"{run} is neither a run folder with {DB_NAME} nor a corpus file")
+        files = write_report(summary, target, html_too=html, title="BFCL")
+    except TooldispatchError as exc:
+        _fail(exc)
+        return
+    for f in files:
+        _console.print(str(f))
