@@ -12,8 +12,9 @@ replayed without a client. What differs between servers:
   repeats both on every delta. Each call's ``id`` and ``name`` are emitted once.
 - usage comes in a last chunk with no choices (``stream_options.include_usage``); OpenRouter adds ``cost``
   and names the serving ``provider`` on every chunk.
-- errors inside an HTTP 200 stream (OpenRouter): a chunk with ``error: {code, message}`` and
-  ``finish_reason: "error"`` raises ``ProviderError``.
+- errors inside an HTTP 200 stream: OpenRouter's chunk with ``error: {code, message}`` and
+  ``finish_reason: "error"``, or vLLM's ``{"object": "error", "message": ..., "code": ...}``, raise
+  ``ProviderError``.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def raise_for_stream_error(payload: Mapping[str, Any]) -> None:
         ProviderError: the payload reports an error; the message names its code.
     """
     error = payload.get("error")
+    if not error and payload.get("object") == "error":
+        error = payload
     if not error:
         return
     code: Any = None

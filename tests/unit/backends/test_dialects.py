@@ -169,6 +169,15 @@ def test_in_stream_error_raises_provider_error_with_code() -> None:
     )
 
 
+def test_vllm_error_object_in_stream_raises() -> None:
+    """vLLM's mid-stream ``{"object": "error", ...}`` payload raises ProviderError with its code."""
+    normalizer = StreamNormalizer("vllm")
+    with pytest.raises(ProviderError) as info:
+        normalizer.feed({"object": "error", "message": "KV cache is full", "type": "InternalServerError", "code": 500})
+    assert info.value.status == 500
+    assert str(info.value) == "the server reported an error inside an HTTP 200 response: code 500: KV cache is full"
+
+
 def test_finish_reason_error_without_details_raises() -> None:
     """``finish_reason: "error"`` with no error object still fails the turn."""
     normalizer = StreamNormalizer("openrouter")
