@@ -102,7 +102,7 @@ class Dispatcher:
         sleep: Callable[[float], Awaitable[None]] | None = None,
         rand: Callable[[], float] = random.random,
         compensate_on_failure: bool = True,
-        max_workers: int = 32,
+        max_workers: int = 256,
     ) -> None:
         registry.check()
         self.registry = registry
@@ -301,7 +301,7 @@ class Dispatcher:
         return self._state.traces(session_id=session_id, tool=tool, limit=limit)
 
     def full_result(self, trace_id: str) -> str | None:
-        """The full, unbounded result text of a call."""
+        """The full, unbounded result text of a call (for errors and rejections: the envelope the model saw)."""
         return self._state.full_result(trace_id)
 
     def close(self) -> None:
@@ -505,7 +505,7 @@ class Dispatcher:
                 idempotency_key=call.idem_key,
                 now=now,
             )
-        return self._finish(call, "ok", None, shown.text, full=text, value=value)
+        return self._finish(call, "ok", None, shown.text, full=text if shown.bounded else None, value=value)
 
     async def _fail(self, call: _Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
         reason, message, suggestion, recoverable = _describe_failure(tool, error, phase)
@@ -591,7 +591,7 @@ class Dispatcher:
             compensation_of=call.compensation.trace_id if call.compensation else None,
             extra=dict(extra or {}),
         )
-        self._state.save_trace(trace, full)
+        self._state.save_trace(trace, content, full)
         return DispatchResult(
             status=status,
             reason=reason,

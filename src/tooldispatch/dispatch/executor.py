@@ -11,15 +11,16 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import json
 import multiprocessing
 import socket
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from queue import SimpleQueue
 from typing import Any
 
 from tooldispatch.dispatch.registry import ToolDef
@@ -63,16 +64,100 @@ class Attempt:
     elapsed_s: float = 0.0
 
 
+class _Expired(Exception):
+    """Set on a sync tool's future when its deadline passes first."""
+
+
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if not future.done():
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
+
+
+class WorkerThreads:
+    """Threads that run sync tools, started on demand so a new call never queues behind a hung one.
+
+    A thread whose tool hangs stays busy until the tool returns; another thread is started for the next
+    call, up to ``max_workers`` threads (beyond that, calls wait for a free thread, and their timer runs).
+
+    Args:
+        max_workers: the most threads alive at once.
+    """
+
+    def __init__(self, max_workers: int = 256) -> None:
+        self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+        self._max = max_workers
+        self._closed = False
+
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> asyncio.Future[Any]:
+        """Run ``fn`` on a worker thread; the returned future (of ``loop``) settles with its outcome."""
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+            elif self._threads < self._max:
+                self._threads += 1
+                threading.Thread(target=self._work, name="tooldispatch-tool", daemon=True).start()
+        self._jobs.put((loop, future, fn, args, kwargs))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, future, fn, args, kwargs = job
+            try:
+                outcome: tuple[bool, Any] = (True, fn(*args, **kwargs))
+            except BaseException as exc:
+                outcome = (False, exc)
+            if not future.done():
+                # A closed loop means nobody waits for this result any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_settle, future, *outcome)
+            del job, future, outcome
+            with self._lock:
+                if self._closed:
+                    self._threads -= 1
+                    return
+                self._idle += 1
+
+    def close(self) -> None:
+        """Let idle threads end; busy ones end when their tool returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, 0
+            self._threads -= idle
+        for _ in range(idle):
+            self._jobs.put(None)
+
+
 class Executor:
     """Runs tool attempts; owns the worker threads.
 
     Args:
-        max_workers: worker threads for sync tools (abandoned timed-out calls keep theirs until they end).
+        max_workers: the most worker threads for sync tools (abandoned timed-out calls keep theirs until
+            they end).
         monotonic: the clock for ``elapsed_s``.
     """
 
-    def __init__(self, *, max_workers: int = 32, monotonic: Callable[[], float] = time.perf_counter) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tooldispatch-tool")
+    def __init__(self, *, max_workers: int = 256, monotonic: Callable[[], float] = time.perf_counter) -> None:
+        self._workers = WorkerThreads(max_workers)
         self._monotonic = monotonic
 
     async def run(self, tool: ToolDef, args: dict[str, Any]) -> Attempt:
@@ -89,13 +174,16 @@ class Executor:
             except Exception as exc:
                 return Attempt(error=exc, elapsed_s=self._monotonic() - start)
             return Attempt(value=value, elapsed_s=self._monotonic() - start)
-        future = loop.run_in_executor(self._pool, functools.partial(tool.fn, **args))
+        future = self._workers.submit(loop, tool.fn, **args)
+        deadline = loop.call_later(tool.timeout_s, _expire, future)
         try:
-            value = await asyncio.wait_for(future, tool.timeout_s)
-        except TimeoutError:
+            value = await future
+        except _Expired:
             return Attempt(timed_out=True, possibly_running=True, elapsed_s=self._monotonic() - start)
         except Exception as exc:
             return Attempt(error=exc, elapsed_s=self._monotonic() - start)
+        finally:
+            deadline.cancel()
         return Attempt(value=value, elapsed_s=self._monotonic() - start)
 
     async def _run_process(self, tool: ToolDef, args: dict[str, Any]) -> Attempt:
@@ -105,7 +193,7 @@ class Executor:
         def on_start() -> None:
             started.append(self._monotonic())
 
-        outcome = await loop.run_in_executor(self._pool, _run_in_child, tool.fn, args, tool.timeout_s, on_start)
+        outcome = await self._workers.submit(loop, _run_in_child, tool.fn, args, tool.timeout_s, on_start)
         begin = started[0] if started else self._monotonic()
         kind, payload = outcome
         elapsed = self._monotonic() - begin
@@ -116,8 +204,8 @@ class Executor:
         return Attempt(error=payload, elapsed_s=elapsed)
 
     def close(self) -> None:
-        """Stop accepting work; running threads are not waited for."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Let idle worker threads end; running tools are not waited for."""
+        self._workers.close()
 
 
 def _run_in_child(

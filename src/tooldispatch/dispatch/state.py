@@ -155,37 +155,49 @@ class State:
         )
 
     # traces
-    def save_trace(self, trace: DispatchTrace, full_result: str | None) -> None:
-        """Persist a trace and, when there is one, the full result."""
+    def save_trace(self, trace: DispatchTrace, content: str, full_result: str | None) -> None:
+        """Persist a trace with the content the model saw and, when that was bounded, the full result.
+
+        One statement (one implicit transaction) when nothing was bounded, which keeps tracing cheap.
+        """
+        row = (
+            trace.id,
+            trace.session_id,
+            trace.tool,
+            trace.status,
+            trace.reason,
+            trace.started_at,
+            trace.ended_at,
+            json.dumps(trace.to_dict(), ensure_ascii=False, default=str),
+            content,
+        )
+        insert = (
+            "INSERT OR REPLACE INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data, content) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        if full_result is None:
+            self.store.execute(insert, row)
+            return
         with self.store.transaction() as conn:
+            conn.execute(insert, row)
             conn.execute(
-                "INSERT OR REPLACE INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    trace.id,
-                    trace.session_id,
-                    trace.tool,
-                    trace.status,
-                    trace.reason,
-                    trace.started_at,
-                    trace.ended_at,
-                    json.dumps(trace.to_dict(), ensure_ascii=False, default=str),
-                ),
+                "INSERT OR REPLACE INTO trace_results (trace_id, content) VALUES (?, ?)", (trace.id, full_result)
             )
-            if full_result is not None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO trace_results (trace_id, content) VALUES (?, ?)", (trace.id, full_result)
-                )
 
     def trace(self, trace_id: str) -> DispatchTrace | None:
         """One persisted trace."""
         row = self.store.fetchone("SELECT data FROM traces WHERE id = ?", (trace_id,))
         return DispatchTrace.from_dict(json.loads(row[0])) if row else None
 
+    def content(self, trace_id: str) -> str | None:
+        """The content the model saw for a call."""
+        row = self.store.fetchone("SELECT content FROM traces WHERE id = ?", (trace_id,))
+        return str(row[0]) if row and row[0] is not None else None
+
     def full_result(self, trace_id: str) -> str | None:
-        """The full (unbounded) result text of a call."""
+        """The full result text of a call (the content itself when it was not bounded)."""
         row = self.store.fetchone("SELECT content FROM trace_results WHERE trace_id = ?", (trace_id,))
-        return str(row[0]) if row else None
+        return str(row[0]) if row else self.content(trace_id)
 
     def traces(
         self, *, session_id: str | None = None, tool: str | None = None, limit: int | None = None

@@ -66,7 +66,7 @@ CREATE INDEX IF NOT EXISTS traces_tool ON traces(tool);
 
 CREATE TABLE IF NOT EXISTS trace_results (
     trace_id TEXT PRIMARY KEY,
-    content TEXT NOT NULL           -- the full, unbounded result
+    content TEXT NOT NULL           -- the full result of a call whose content was bounded
 );
 
 CREATE TABLE IF NOT EXISTS approvals (
@@ -136,7 +136,11 @@ CREATE TABLE IF NOT EXISTS bench_results (
 );
 """
 
-MIGRATIONS: list[Migration] = [Migration("core_0001", _CORE)]
+_TRACE_CONTENT = """
+ALTER TABLE traces ADD COLUMN content TEXT;     -- the model-visible content (bounded when it was too long)
+"""
+
+MIGRATIONS: list[Migration] = [Migration("core_0001", _CORE), Migration("core_0002_trace_content", _TRACE_CONTENT)]
 """Every known migration, in the order it is applied."""
 
 
