@@ -260,3 +260,36 @@ def test_pathological_inputs_do_not_raise() -> None:
     for text in ("[" * 10000, "<tool_call>" + "{" * 10000, "[f(a=" + "[" * 10000, "<|python_tag|>" + "{" * 10000):
         out = parse_tool_calls(text, TOOLS)
         assert out.calls == ()
+
+
+def test_echoed_tool_schema_is_not_a_call() -> None:
+    """A tool declaration copied from the prompt is content, not a call."""
+    echo = '{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}'
+    out = parse_tool_calls(echo, TOOLS)
+    assert (out.calls, out.candidates, out.flags) == ((), (), frozenset({"no_call"}))
+
+
+def test_prompt_placeholder_is_not_a_call() -> None:
+    """The format example from a hermes prompt is not a candidate."""
+    text = '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    out = parse_tool_calls(text, TOOLS)
+    assert (out.calls, out.candidates) == ((), ())
+
+
+def test_rejected_call_outside_reasoning_blocks_recovery() -> None:
+    """A rejected candidate outside the reasoning still counts as the model's call: reasoning is not searched."""
+    text = (
+        '<think><tool_call>{"name": "get_time", "arguments": {}}</tool_call></think>'
+        '<tool_call>{"name": "get_time", "arguments": {"x": }}</tool_call>'
+    )
+    out = parse_tool_calls(text, TOOLS)
+    assert out.calls == ()
+    assert [(c.bucket, c.flags) for c in out.candidates] == [("InvalidJson", frozenset())]
+
+
+def test_ids_skip_native_ids() -> None:
+    """Assigned ids never collide with a native id."""
+    native = [{"id": "call_1", "function": {"name": "get_time", "arguments": "{}"}}]
+    text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    out = parse_tool_calls(text, TOOLS, native_calls=native)
+    assert [(c.id, c.name) for c in out.calls] == [("call_1", "get_time"), ("call_2", "get_weather")]

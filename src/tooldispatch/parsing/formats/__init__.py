@@ -24,6 +24,7 @@ from tooldispatch.parsing.formats import (
     qwen3_coder,
     xml_invoke,
 )
+from tooldispatch.parsing.formats._common import is_schema_echo
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ FORMATS: dict[str, Format] = {
     )
 }
 """Every strict format, in the order ties between overlapping finds are settled."""
+_ORDERED: tuple[Format, ...] = tuple(FORMATS.values())
 
 
 def select_formats(text: str, tool_format: str) -> list[Format]:
@@ -67,7 +69,13 @@ def select_formats(text: str, tool_format: str) -> list[Format]:
         ConfigError: ``tool_format`` is neither ``auto`` nor a known format.
     """
     if tool_format == "auto":
-        return [f for f in FORMATS.values() if any(m in text for m in f.markers)]
+        selected = []
+        for fmt in _ORDERED:
+            for marker in fmt.markers:
+                if marker in text:
+                    selected.append(fmt)
+                    break
+        return selected
     fmt = FORMATS.get(tool_format)
     if fmt is None:
         known = ", ".join(["auto", *FORMATS])
@@ -78,7 +86,8 @@ def select_formats(text: str, tool_format: str) -> list[Format]:
 def find_strict(text: str, tool_format: str = "auto") -> list[RawCall]:
     """Run the selected finders and keep non-overlapping finds, in text order.
 
-    Where two formats claim overlapping text, the find that starts first (then the longer one, then the
+    Echoed tool declarations (arguments that are a JSON Schema) are dropped. Where two formats claim
+    overlapping text, the find that starts first (then the longer one, then the
     format listed first in ``FORMATS``) wins; finds of one format never conflict with each other.
     """
     found: list[tuple[int, int, int, RawCall]] = []
@@ -88,7 +97,7 @@ def find_strict(text: str, tool_format: str = "auto") -> list[RawCall]:
         except (RecursionError, TimeoutError):
             # Pathological input (thousands of nested brackets, a regex past its time bound): no find.
             continue
-        found.extend((c.span[0], -c.span[1], rank, c) for c in calls)
+        found.extend((c.span[0], -c.span[1], rank, c) for c in calls if not is_schema_echo(c.arguments))
     found.sort(key=lambda t: (t[0], t[1], t[2]))
     kept: list[RawCall] = []
     owner: tuple[int, tuple[int, int]] | None = None

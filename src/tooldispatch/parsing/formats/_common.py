@@ -140,6 +140,21 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
     return any(mark in body for mark in _PLACEHOLDER_MARKS)
 
 
+_SCHEMA_KEYS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "description", "title", "$schema", "$defs"}
+)
+
+
+def is_schema_echo(arguments: Any) -> bool:
+    """True when "arguments" are really a JSON Schema: the model echoed a tool declaration from its prompt."""
+    return (
+        isinstance(arguments, dict)
+        and arguments.get("type") == "object"
+        and isinstance(arguments.get("properties"), dict)
+        and arguments.keys() <= _SCHEMA_KEYS
+    )
+
+
 def split_call_object(obj: Any) -> tuple[str | None, Any, tuple[str, ...], str | None]:
     """Read ``name`` and arguments out of a decoded call object.
 

@@ -15,7 +15,7 @@ from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import balanced_end, make_call, match_name, skip_ws
 
 FORMAT = "pythonic"
-MARKERS: tuple[str, ...] = ("(",)
+MARKERS: tuple[str, ...] = ("[",)
 
 # Linear: anchored at a line start, no nested quantifiers.
 _LIST_START = re.compile(r"^[ \t]*\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(", re.MULTILINE)
