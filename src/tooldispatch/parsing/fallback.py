@@ -442,7 +442,7 @@ class _Region:
             k = j
         for f in kept:  # a closing tag with no opening one, right after the call
             m = _TAG.match(self.text, _SEPARATOR.match(self.text, f.end, self.hi).end(), self.hi)  # type: ignore[union-attr]
-            if m and m.group(1) and _is_wrapper_name(m.group(2)):
+            if m and m.group(1) and is_wrapper_name(m.group(2)):
                 f.end = m.end()
 
     def _absorb_separators(self, kept: list[_Found]) -> None:
@@ -569,7 +569,7 @@ def _wrappers(text: str, lo: int, hi: int) -> list[_Wrapper]:
     found: list[_Wrapper] = []
     opened: tuple[int, int] | None = None
     for m in _TAG.finditer(text, lo, hi):
-        if not _is_wrapper_name(m.group(2)):
+        if not is_wrapper_name(m.group(2)):
             continue
         if not m.group(1):  # an opening tag; an earlier one left open ends here
             if opened is not None:
@@ -597,7 +597,8 @@ def _wrappers(text: str, lo: int, hi: int) -> list[_Wrapper]:
     return outer
 
 
-def _is_wrapper_name(raw: str) -> bool:
+def is_wrapper_name(raw: str) -> bool:
+    """True for a tag name that reads as a tool-call wrapper (``tool_call`` misspelled, re-cased, spaced)."""
     name = re.sub(r"[\s_\-]", "", raw).lower()
     if name in _WRAPPER_TAGS:
         return True

@@ -1,0 +1,406 @@
+"""Incremental parsing of a streamed model output.
+
+:class:`StreamParser` is fed text deltas and answers each with events: reasoning text, the moment reasoning
+ended, content that is safe to show, and each tool call as soon as its closing marker arrives.
+
+How it stays linear: the parser keeps a scan position and looks only at new text. Plain content passes
+through; text that may start a call (``<``, ``<tool``, ``[TOOL_``, ``{``, a declared tool name before ``(``,
+``<|python``, a fence) is held back until it resolves. A held call segment is watched for its end (its closing
+tag or token, or the bracket that balances its first one) with a small state machine over the new text only,
+and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse_tool_calls`. At
+:meth:`StreamParser.close` the whole text is parsed once, so :attr:`StreamParser.outcome` equals
+``parse_tool_calls(whole_text, ...)`` with the same options.
+
+Known limits of the early reports (the final outcome is always exact): a call found only inside the
+reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no closing marker) and a call
+whose closing marker never came are reported at ``close``. A ``</think>`` with no opener is only recognised
+when ``reasoning_open=True``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+
+import regex
+
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.fallback import is_wrapper_name
+from tooldispatch.toolspec import ToolsInput, normalize_tools
+from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
+
+__all__ = ["CallReady", "ContentText", "ReasoningEnded", "ReasoningText", "StreamEvent", "StreamParser"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningText:
+    """Reasoning text, markers removed.
+
+    Attributes:
+        text: the new reasoning text.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEnded:
+    """The reasoning block closed (``</think>``, ``[/THINK]``, the end of harmony's analysis message).
+
+    Attributes:
+        t: ``time.monotonic()`` when the closing marker arrived.
+    """
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class ContentText:
+    """Content that is safe to show: it cannot be part of a tool call.
+
+    Attributes:
+        text: the new content text.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallReady:
+    """A complete, valid tool call.
+
+    Attributes:
+        call: the call, with the id it has in the final outcome (``call_0``, ``call_1``, ...).
+    """
+
+    call: ToolCall
+
+
+StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady
+"""Every event :class:`StreamParser` emits."""
+
+_TIMEOUT_S = 1.0  # every pattern below is bounded; the timeout is a guard, not a budget
+_MAX_HEADER = 512
+
+# What may start a call (or reasoning, or a harmony header) in content. Each alternative is short and
+# bounded, so a partial match at the end of the text is held back only briefly.
+_STATIC_TRIGGERS = r"""
+    (?P<think><think>|\[THINK\])
+  | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
+  | (?P<harmony_junk><\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>)
+  | (?P<python_start><\|python_start\|>)
+  | (?P<open_ended>\[TOOL_CALLS\]|<\|python_tag\|>)
+  | (?P<deepseek><[｜|]tool[▁_ ]calls[▁_ ]begin[｜|]>)
+  | (?P<qwen_fn><function=)
+  | (?P<invoke><invoke[\s>])
+  | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]*[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]*\|?>)
+  | (?P<fence>```)
+  | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
+  | (?P<brace>\{)
+"""
+_REASONING_CLOSERS = {"<think>": r"</think>", "[THINK]": r"\[/THINK\]", "harmony": r"<\|end\|>|<\|start\|>"}
+_TAG_CLOSE = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
+_CLOSERS = {
+    "python_start": re.compile(re.escape("<|python_end|>")),
+    "deepseek": re.compile(r"<[｜|]tool[▁_ ]calls[▁_ ]end[｜|]>"),
+    "qwen_fn": re.compile(re.escape("</function>")),
+    "invoke": re.compile(re.escape("</invoke>")),
+    "fence": re.compile(re.escape("```")),
+    "harmony_call": re.compile(r"<\|call\|>|<\|end\|>|<\|return\|>"),
+}
+_TAIL = 64  # how much of a segment is kept to find a closing marker split across deltas
+_BRACKETS = re.compile(r"[{}\[\]()\"'\\]")
+
+_CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
+
+
+class StreamParser:
+    """Parse a model output while it streams.
+
+    Args:
+        tools: the declared tools, in any form :func:`~tooldispatch.toolspec.normalize_tools` accepts.
+        tool_format: as for ``parse_tool_calls`` (``"auto"`` or one format name).
+        reasoning_open: the prompt already opened a ``<think>`` block, so the output starts in reasoning.
+        repair: as for ``parse_tool_calls``.
+
+    Example::
+
+        parser = StreamParser(tools)
+        for delta in deltas:
+            for event in parser.feed(delta):
+                ...
+        events = parser.close(finish_reason)
+        outcome = parser.outcome
+    """
+
+    def __init__(
+        self,
+        tools: ToolsInput,
+        *,
+        tool_format: str = "auto",
+        reasoning_open: bool = False,
+        repair: RepairSpec = "bounded",
+    ) -> None:
+        self._specs = normalize_tools(tools)
+        self._tool_format = tool_format
+        self._reasoning_open = reasoning_open
+        self._repair = repair
+        names = "|".join(re.escape(n) for n in sorted(self._specs, key=len, reverse=True))
+        name_trigger = rf"| (?P<name>(?<![\w.])(?:functions\.)?(?:{names})[ \t]{{0,4}}(?::[ \t]{{0,4}})?[({{])"
+        self._trigger = regex.compile(_STATIC_TRIGGERS + (name_trigger if names else ""), regex.VERBOSE)
+        # Cheap pre-check: a trigger can only start at one of these characters (names only at a word start).
+        starts = "".join(sorted({re.escape(n[0]) for n in self._specs} | ({"f"} if names else set())))
+        name_start = rf"|(?<![\w.])[{starts}]" if starts else ""
+        self._maybe_trigger = re.compile(r"[<\[{`]" + name_start)
+        self._last = ""  # the last character given out as content (a name must not continue a word)
+        self._chunks: list[str] = []
+        self._pending = ""
+        self._mode = _REASONING if reasoning_open else _CONTENT
+        self._reasoning_closer = regex.compile(_REASONING_CLOSERS["<think>"])
+        self._events: list[StreamEvent] = []
+        self._emitted: list[ToolCall] = []
+        self._outcome: ParseOutcome | None = None
+        # The call segment being held.
+        self._seg: list[str] = []
+        self._seg_kind = ""
+        self._seg_tail = ""
+        self._depth = 0
+        self._quote = ""
+        self._escaped_at = -1
+        self._seg_len = 0
+
+    @property
+    def outcome(self) -> ParseOutcome | None:
+        """The final outcome, equal to ``parse_tool_calls`` on the whole text; ``None`` until :meth:`close`."""
+        return self._outcome
+
+    def feed(self, delta: str) -> list[StreamEvent]:
+        """Take the next piece of text and return the events it completes.
+
+        Raises:
+            RuntimeError: the parser was already closed.
+        """
+        if self._mode == _CLOSED:
+            raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
+        if not delta:
+            return []
+        self._chunks.append(delta)
+        if not self._pending:  # fast paths: plain content, plain reasoning
+            if self._mode == _CONTENT and self._maybe_trigger.search(self._last + delta, len(self._last)) is None:
+                self._last = delta[-1]
+                return [ContentText(delta)]
+            if self._mode == _REASONING and "<" not in delta and "[" not in delta:
+                return [ReasoningText(delta)]
+        self._events = []
+        text = self._pending + delta
+        self._pending = ""
+        while text:
+            if self._mode == _CONTENT:
+                text = self._content(text)
+            elif self._mode == _REASONING:
+                text = self._reasoning(text)
+            else:
+                text = self._segment(text)
+        return self._events
+
+    def close(self, finish_reason: str | None = None) -> list[StreamEvent]:
+        """End the stream: report what was held back, and compute :attr:`outcome`.
+
+        Args:
+            finish_reason: the server's finish reason (``"length"`` marks a call cut off at the end as truncated).
+
+        Returns:
+            The last events: held content, calls reported only now (see the module notes).
+        """
+        if self._mode == _CLOSED:
+            return []
+        self._events = []
+        if self._mode == _SEGMENT:
+            self._finish_segment("".join(self._seg), finish_reason)
+        elif self._pending:
+            if self._mode == _REASONING:
+                self._events.append(ReasoningText(self._pending))
+            else:
+                self._events.append(ContentText(self._pending))
+        self._pending = ""
+        self._mode = _CLOSED
+        whole = "".join(self._chunks)
+        self._outcome = parse_tool_calls(
+            whole,
+            self._specs,
+            finish_reason=finish_reason,
+            tool_format=self._tool_format,
+            reasoning_open=self._reasoning_open,
+            repair=self._repair,
+        )
+        final = self._outcome.calls
+        reported = [(c.name, c.arguments) for c in self._emitted]
+        if [(c.name, c.arguments) for c in final[: len(reported)]] == reported:
+            for call in final[len(reported) :]:
+                self._emit_call(call)
+        return self._events
+
+    # -- modes ------------------------------------------------------------------------------------------
+
+    def _content(self, text: str) -> str:
+        context = self._last + text
+        if self._maybe_trigger.search(context, len(self._last)) is None:
+            self._say(text)
+            return ""
+        m = self._trigger.search(context, len(self._last), partial=True, timeout=_TIMEOUT_S)
+        if m is None:
+            self._say(text)
+            return ""
+        start = m.start() - len(self._last)
+        if start:
+            self._say(text[:start])
+        if m.partial:
+            self._pending = text[start:]
+            return ""
+        kind = m.lastgroup or ""
+        rest = text[start + len(m.group()) :]
+        matched = m.group()
+        if kind == "think":
+            self._enter_reasoning(_REASONING_CLOSERS[matched])
+            return rest
+        if kind == "harmony":
+            if "to=" in matched:
+                return self._open_segment("harmony_call", matched, rest)
+            if "analysis" in matched:
+                self._enter_reasoning(_REASONING_CLOSERS["harmony"])
+            return rest  # the header of a content message is neither content nor reasoning
+        if kind == "harmony_junk":
+            return rest
+        if kind == "tag" and not is_wrapper_name(m.group("tag").strip("<>| \t")):
+            self._say(matched)
+            return rest
+        if kind in ("brace", "list", "name"):
+            return self._open_balanced(kind, matched, rest)
+        return self._open_segment(kind, matched, rest)
+
+    def _say(self, text: str) -> None:
+        self._events.append(ContentText(text))
+        self._last = text[-1]
+
+    def _reasoning(self, text: str) -> str:
+        if "<" not in text and "[" not in text:  # every closer starts with one of these
+            self._events.append(ReasoningText(text))
+            return ""
+        m = self._reasoning_closer.search(text, partial=True, timeout=_TIMEOUT_S)
+        if m is None:
+            self._events.append(ReasoningText(text))
+            return ""
+        if m.start():
+            self._events.append(ReasoningText(text[: m.start()]))
+        if m.partial:
+            self._pending = text[m.start() :]
+            return ""
+        self._events.append(ReasoningEnded(time.monotonic()))
+        self._mode = _CONTENT
+        return text[m.start() :] if m.group() == "<|start|>" else text[m.end() :]
+
+    def _enter_reasoning(self, closer: str) -> None:
+        self._mode = _REASONING
+        self._reasoning_closer = regex.compile(closer)
+
+    # -- call segments ------------------------------------------------------------------------------
+
+    def _open_segment(self, kind: str, opener: str, rest: str) -> str:
+        """Hold a segment that ends at a closing marker (open-ended ones run to the end of the output)."""
+        self._mode = _SEGMENT
+        self._seg_kind = kind
+        self._seg = [opener]
+        self._seg_tail = ""
+        return rest
+
+    def _open_balanced(self, kind: str, opener: str, rest: str) -> str:
+        """Hold a segment that ends when its first bracket is balanced."""
+        self._open_segment(kind, "", "")
+        self._depth = 0
+        self._quote = ""
+        self._escaped_at = -1
+        self._seg_len = 0
+        remainder = self._scan_balanced(opener)
+        if remainder is not None:  # cannot happen: the opener itself never balances
+            return remainder + rest
+        return rest
+
+    def _segment(self, text: str) -> str:
+        kind = self._seg_kind
+        if kind in ("brace", "list", "name"):
+            remainder = self._scan_balanced(text)
+            return remainder if remainder is not None else ""
+        if kind == "open_ended":  # no closing marker: held to the end of the output
+            self._seg.append(text)
+            return ""
+        window = self._seg_tail + text
+        end = self._closer_end(kind, window)
+        if end is None:
+            self._seg.append(text)
+            self._seg_tail = window[-_TAIL:]
+            return ""
+        cut = end - len(self._seg_tail)
+        self._seg.append(text[:cut])
+        self._finish_segment("".join(self._seg), None)
+        return text[cut:]
+
+    def _closer_end(self, kind: str, window: str) -> int | None:
+        """Where the segment's closing marker ends in ``window``, if it is there."""
+        if kind == "tag":
+            for m in _TAG_CLOSE.finditer(window):
+                if is_wrapper_name(m.group(1)):
+                    return m.end()
+            return None
+        found = _CLOSERS[kind].search(window)
+        return found.end() if found else None
+
+    def _scan_balanced(self, text: str) -> str | None:
+        """Track brackets and strings over new text; at balance, finish the segment and return the rest."""
+        base = self._seg_len
+        for m in _BRACKETS.finditer(text):
+            c = m.group()
+            pos = base + m.start()
+            if self._quote:
+                if c == "\\":
+                    if pos != self._escaped_at:
+                        self._escaped_at = pos + 1
+                elif c == self._quote and pos != self._escaped_at:
+                    self._quote = ""
+                continue
+            if c in "\"'":
+                self._quote = c
+            elif c in "{[(":
+                self._depth += 1
+            elif c in "}])":
+                self._depth -= 1
+                if self._depth <= 0:
+                    cut = m.end()
+                    self._seg.append(text[:cut])
+                    self._finish_segment("".join(self._seg), None)
+                    return text[cut:]
+        self._seg.append(text)
+        self._seg_len = base + len(text)
+        return None
+
+    def _finish_segment(self, segment: str, finish_reason: str | None) -> None:
+        """Parse one held segment on its own and report its calls (or give it back as content)."""
+        self._mode = _CONTENT
+        self._seg = []
+        outcome = parse_tool_calls(
+            segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
+        )
+        if not outcome.candidates:
+            if segment:
+                self._events.append(ContentText(segment))
+            return
+        if outcome.content:
+            self._events.append(ContentText(outcome.content))
+        for call in outcome.calls:
+            self._emit_call(call)
+
+    def _emit_call(self, call: ToolCall) -> None:
+        if call.id is None or call.id.startswith("call_"):
+            call = replace(call, id=f"call_{len(self._emitted)}")
+        self._emitted.append(call)
+        self._events.append(CallReady(call))

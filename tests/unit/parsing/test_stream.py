@@ -1,0 +1,194 @@
+"""StreamParser: early, safe events while streaming, and a final outcome equal to parsing the whole text."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.stream import (
+    CallReady,
+    ContentText,
+    ReasoningEnded,
+    ReasoningText,
+    StreamEvent,
+    StreamParser,
+)
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+    {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+]
+HERMES = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+
+SAMPLES = [
+    f"Hello there. {HERMES} Bye.",
+    '<think>I should check {weather}.</think>Sure! {"name": "get_weather", "arguments": {"city": "Paris"}}',
+    'Let me call get_weather(city="Paris") and get_time().',
+    '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
+    '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```',
+    "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+    'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
+    "a < b and x > y; [1, 2] {not json} <b>bold</b> [see (1)]",
+    '<think>maybe get_weather(city="Rome")</think>No call here.',
+    "<function=get_weather><parameter=city>Paris</parameter></function>",
+    '<Tool_Call>{"name": "get_weather", "arguments": {"city": "Par',
+    f"{HERMES}\n{HERMES.replace('Paris', 'Rome')}",
+    'Use {"city": "it\'s \\"quoted\\" }"} then get_weather({"city": "Oslo"})',
+    "",
+]
+
+
+def stream(text: str, sizes: list[int] | None = None, **options: Any) -> tuple[StreamParser, list[StreamEvent]]:
+    finish_reason = options.pop("finish_reason", None)
+    parser = StreamParser(TOOLS, **options)
+    events: list[StreamEvent] = []
+    i = 0
+    k = 0
+    while i < len(text):
+        n = sizes[k % len(sizes)] if sizes else 1
+        events += parser.feed(text[i : i + n])
+        i += n
+        k += 1
+    events += parser.close(finish_reason)
+    return parser, events
+
+
+def calls_of(events: list[StreamEvent]) -> list[tuple[str, dict[str, Any], str | None]]:
+    return [(e.call.name, e.call.arguments, e.call.id) for e in events if isinstance(e, CallReady)]
+
+
+def content_of(events: list[StreamEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, ContentText))
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_outcome_equals_whole_text_parse_one_character_at_a_time(text: str) -> None:
+    """Fed one character at a time, the final outcome equals parse_tool_calls on the whole text."""
+    parser, events = stream(text)
+    whole = parse_tool_calls(text, TOOLS)
+    assert parser.outcome == whole
+    assert calls_of(events) == [(c.name, c.arguments, c.id) for c in whole.calls]
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("text", SAMPLES)
+def test_outcome_equals_whole_text_parse_in_random_chunks(text: str, seed: int) -> None:
+    """Fed in random chunk sizes, the outcome and the reported calls match the whole-text parse."""
+    rng = random.Random(seed)
+    parser, events = stream(text, [rng.randint(1, 17) for _ in range(64)])
+    whole = parse_tool_calls(text, TOOLS)
+    assert parser.outcome == whole
+    assert calls_of(events) == [(c.name, c.arguments, c.id) for c in whole.calls]
+
+
+def test_call_is_reported_when_its_closing_tag_arrives() -> None:
+    """CallReady comes with the delta that completes the closing tag, before close()."""
+    parser = StreamParser(TOOLS)
+    assert parser.feed("Checking. ") == [ContentText("Checking. ")]
+    assert parser.feed(HERMES[:-1]) == []
+    events = parser.feed(">")
+    assert [
+        (type(e).__name__, e.call.name, e.call.arguments, e.call.id) for e in events if isinstance(e, CallReady)
+    ] == [("CallReady", "get_weather", {"city": "Paris"}, "call_0")]
+    assert parser.outcome is None
+
+
+def test_possible_call_prefixes_are_held_back_until_resolved() -> None:
+    """``<tool``, ``[TOOL_``, ``{"na`` and a partial tool name are held; prose-only resolutions are released."""
+    parser = StreamParser(TOOLS)
+    assert parser.feed("Hi <tool") == [ContentText("Hi ")]
+    assert parser.feed("kit> ok") == [ContentText("<toolkit>"), ContentText(" ok")]
+    assert parser.feed(" [TOOL_") == [ContentText(" ")]
+    assert parser.feed("BOX] and get_wea") == [ContentText("[TOOL_BOX] and ")]
+    assert parser.feed("ther is nice") == [ContentText("get_weather is nice")]
+    assert parser.feed(' {"na') == [ContentText(" ")]
+    assert parser.feed('me": 1}') == [ContentText('{"name": 1}')]
+    assert parser.close() == []
+
+
+def test_content_events_are_exactly_the_text_outside_calls() -> None:
+    """The shown content is the text around the calls, nothing of the call markup."""
+    _, events = stream(f"Hello there. {HERMES} Bye.")
+    assert content_of(events) == "Hello there.  Bye."
+    _, events = stream('Let me call get_weather(city="Paris") now.')
+    assert content_of(events) == "Let me call  now."
+
+
+def test_reasoning_text_and_its_end_are_reported_with_a_timestamp() -> None:
+    """Reasoning text streams as ReasoningText; the end marker gives ReasoningEnded with a monotonic time."""
+    before = time.monotonic()
+    parser, events = stream("<think>Let me think.</think>The answer.")
+    after = time.monotonic()
+    assert "".join(e.text for e in events if isinstance(e, ReasoningText)) == "Let me think."
+    ended = [e for e in events if isinstance(e, ReasoningEnded)]
+    assert len(ended) == 1
+    assert before <= ended[0].t <= after
+    assert content_of(events) == "The answer."
+    assert parser.outcome is not None
+    assert parser.outcome.reasoning == "Let me think."
+
+
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [
+        ("I am thinking</think>Done.", {"reasoning_open": True}),
+        ("[THINK]Hmm.[/THINK]Done.", {}),
+        ("<|channel|>analysis<|message|>Hmm.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|return|>", {}),
+    ],
+)
+def test_each_reasoning_dialect_ends_reasoning(text: str, options: dict[str, Any]) -> None:
+    """``</think>`` after an opened prompt, ``[/THINK]`` and harmony's analysis end each give ReasoningEnded."""
+    parser, events = stream(text, **options)
+    kinds = [type(e).__name__ for e in events if not isinstance(e, ReasoningText | ContentText)]
+    assert kinds == ["ReasoningEnded"]
+    assert content_of(events) == "Done."
+    assert parser.outcome == parse_tool_calls(text, TOOLS, **options)
+
+
+def test_call_only_in_reasoning_is_reported_at_close() -> None:
+    """A call written only inside the reasoning is reported at close, flagged in_reasoning."""
+    parser = StreamParser(TOOLS)
+    events = parser.feed('<think>get_weather(city="Rome")</think>')
+    assert not any(isinstance(e, CallReady) for e in events)
+    closing = parser.close()
+    assert [(e.call.name, e.call.arguments, sorted(e.call.flags)) for e in closing if isinstance(e, CallReady)] == [
+        ("get_weather", {"city": "Rome"}, ["in_reasoning"])
+    ]
+
+
+def test_truncated_output_with_finish_reason_length() -> None:
+    """A call cut off at the end gives no CallReady and the same Truncated outcome as the whole-text parse."""
+    text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Par'
+    parser, events = stream(text, finish_reason="length")
+    whole = parse_tool_calls(text, TOOLS, finish_reason="length")
+    assert parser.outcome == whole
+    assert [c.bucket for c in whole.candidates] == ["Truncated"]
+    assert calls_of(events) == []
+
+
+def test_feed_after_close_is_an_error() -> None:
+    """Feeding a closed parser raises RuntimeError naming the fix; closing twice gives nothing."""
+    parser = StreamParser(TOOLS)
+    parser.close()
+    assert parser.close() == []
+    with pytest.raises(RuntimeError, match="start a new StreamParser"):
+        parser.feed("more")
+
+
+def test_large_and_deep_inputs_stream_without_error() -> None:
+    """1 MB of prose with one call, and 10,000 open brackets, stream in chunks and close cleanly."""
+    text = "word " * 200_000 + HERMES
+    parser, events = stream(text, [4096])
+    assert calls_of(events) == [("get_weather", {"city": "Paris"}, "call_0")]
+    assert parser.outcome == parse_tool_calls(text, TOOLS)
+    deep = "{" * 10_000 + "]" * 10_000
+    parser, _ = stream(deep, [512])
+    assert parser.outcome == parse_tool_calls(deep, TOOLS)
