@@ -69,18 +69,18 @@ def select_formats(text: str, tool_format: str) -> list[Format]:
         ConfigError: ``tool_format`` is neither ``auto`` nor a known format.
     """
     if tool_format == "auto":
-        selected = []
-        for fmt in _ORDERED:
-            for marker in fmt.markers:
+        selected: list[Format] = []
+        for candidate in _ORDERED:
+            for marker in candidate.markers:
                 if marker in text:
-                    selected.append(fmt)
+                    selected.append(candidate)
                     break
         return selected
-    fmt = FORMATS.get(tool_format)
-    if fmt is None:
+    named = FORMATS.get(tool_format)
+    if named is None:
         known = ", ".join(["auto", *FORMATS])
         raise ConfigError(f"unknown tool_format {tool_format!r}; use one of: {known}")
-    return [fmt]
+    return [named]
 
 
 def find_strict(text: str, tool_format: str = "auto") -> list[RawCall]:
