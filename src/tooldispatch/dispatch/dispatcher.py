@@ -119,6 +119,7 @@ class Dispatcher:
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._loops_lock = threading.Lock()
         now = self.clock.time()
+        self._idem.purge(now)
         self.warnings: list[str] = list(registry.warnings)
         for tool in registry:
             change = self._state.pin_description(tool, now)
@@ -407,16 +408,20 @@ class Dispatcher:
                 )
         verdict = admission.admit_approval(tool, call.approved)
         if verdict.outcome == "approval":
-            call.approval_id = f"apr_{uuid.uuid4().hex[:16]}"
-            self._state.add_approval(
-                call.approval_id,
-                session_id=call.session_id,
-                tool=tool.name,
-                args=call.args,
-                trigger=call.trigger,
-                trace_id=call.trace_id,
-                now=self.clock.time(),
-            )
+            waiting = self._state.pending_for(call.session_id, tool.name, call.args)
+            if waiting is not None:
+                call.approval_id = waiting.id
+            else:
+                call.approval_id = f"apr_{uuid.uuid4().hex[:16]}"
+                self._state.add_approval(
+                    call.approval_id,
+                    session_id=call.session_id,
+                    tool=tool.name,
+                    args=call.args,
+                    trigger=call.trigger,
+                    trace_id=call.trace_id,
+                    now=self.clock.time(),
+                )
             content = json.dumps(
                 {
                     "status": "awaiting_approval",
@@ -512,6 +517,16 @@ class Dispatcher:
         unknown_outcome = tool.side_effecting and phase != "before" and not is_permanent(error)
         if call.retried:
             message += f" (after {call.attempts} attempts)"
+        compensations: list[DispatchResult] = []
+        if (
+            unknown_outcome
+            and self.compensate_on_failure
+            and call.compensation is None
+            and self._saga.pending(call.session_id)
+        ):
+            compensations = await self.arollback(call.session_id)
+            undone = ", ".join(f"{r.trace.tool} {json.dumps(dict(r.trace.params))}: {r.status}" for r in compensations)
+            message += f"; the session's earlier actions were compensated, newest first: {undone}"
         content = error_envelope(
             reason,
             tool.name,
@@ -528,17 +543,10 @@ class Dispatcher:
                 self._idem.mark_unknown(call.idem_key, reason=reason, content=content)
             else:
                 self._idem.complete(call.idem_key, status="error", reason=reason, content=content)
-        result = self._finish(
-            call, "error", reason, content, full=None, error_type=type(error).__name__, message=message
+        extra = {"compensations": [r.trace.id for r in compensations]} if compensations else None
+        return self._finish(
+            call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra
         )
-        if (
-            unknown_outcome
-            and self.compensate_on_failure
-            and call.compensation is None
-            and self._saga.pending(call.session_id)
-        ):
-            await self.arollback(call.session_id)
-        return result
 
     def _reject(
         self, call: _Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tooldispatch.dispatch.idempotency import canonical_json
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.dispatch.trace import DispatchTrace
 from tooldispatch.store import Store
@@ -100,8 +101,16 @@ class State:
         self.store.execute(
             "INSERT INTO approvals (id, session_id, tool, args, trigger, state, trace_id, created_at) "
             "VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
-            (approval_id, session_id, tool, json.dumps(dict(args)), trigger, trace_id, now),
+            (approval_id, session_id, tool, canonical_json(dict(args)), trigger, trace_id, now),
         )
+
+    def pending_for(self, session_id: str, tool: str, args: Mapping[str, Any]) -> PendingApproval | None:
+        """The pending approval of the same call (session, tool, arguments), if one is waiting."""
+        rows = self._approvals(
+            "WHERE state = 'pending' AND session_id = ? AND tool = ? AND args = ?",
+            (session_id, tool, canonical_json(dict(args))),
+        )
+        return rows[0] if rows else None
 
     def decide_approval(self, approval_id: str, state: str, reason: str | None, now: float) -> PendingApproval | None:
         """Move a pending approval to ``state`` (take-once); None when it is unknown or already decided."""

@@ -20,13 +20,13 @@ def _assign(d: Dispatcher, driver: str, order: str, session: str = "s1") -> None
 def test_rollback_compensates_in_reverse_order(dispatcher: Dispatcher, world: World) -> None:
     """Three assignments are undone newest first, with arguments taken from each call; each is traced."""
     dispatcher.dispatch("refresh_drivers", {}, session_id="s1")
-    for driver, order in (("d1", "o1"), ("d", "o2"), ("d1", "o3")):
+    for driver, order in (("d1", "o1"), ("d2", "o2"), ("d1", "o3")):
         _assign(dispatcher, driver, order)
     results = dispatcher.rollback("s1")
     assert [r.status for r in results] == ["ok", "ok", "ok"]
     assert [entry for entry in world.log if entry[0] == "unassign_driver"] == [
         ("unassign_driver", {"driver_id": "d1", "order_id": "o3"}),
-        ("unassign_driver", {"driver_id": "d", "order_id": "o2"}),
+        ("unassign_driver", {"driver_id": "d2", "order_id": "o2"}),
         ("unassign_driver", {"driver_id": "d1", "order_id": "o1"}),
     ]
     assert [r.trace.trigger for r in results] == ["compensation"] * 3
@@ -64,11 +64,17 @@ def test_later_failure_compensates_the_saga(world: World, clock: ManualClock) ->
     d = Dispatcher(reg, clock=clock)
     d.dispatch("refresh_drivers", {}, session_id="s1")
     _assign(d, "d1", "o1")
-    _assign(d, "d", "o2")
+    _assign(d, "d2", "o2")
     failed = d.dispatch("charge", {"order_id": "o2"}, session_id="s1")
     assert failed.reason == "exception"
-    assert [e[1]["driver_id"] for e in world.log if e[0] == "unassign_driver"] == ["d", "d1"]
-    assert [t.tool for t in d.traces(session_id="s1")][-3:] == ["charge", "unassign_driver", "unassign_driver"]
+    assert [e[1]["driver_id"] for e in world.log if e[0] == "unassign_driver"] == ["d2", "d1"]
+    assert json.loads(failed.content)["message"] == (
+        "charge raised an unexpected error: RuntimeError: payment service crashed; the session's earlier actions "
+        'were compensated, newest first: unassign_driver {"driver_id": "d2", "order_id": "o2"}: ok, '
+        'unassign_driver {"driver_id": "d1", "order_id": "o1"}: ok'
+    )
+    compensations = [t for t in d.traces(session_id="s1") if t.trigger == "compensation"]
+    assert failed.trace.extra == {"compensations": [t.id for t in compensations]}
 
 
 def test_rejections_do_not_abort_the_saga(dispatcher: Dispatcher, world: World) -> None:
@@ -176,3 +182,12 @@ def test_approval_resumes_in_a_new_dispatcher(tmp_path: Path, world: World) -> N
     assert (r.status, r.trace.session_id) == ("ok", "s9")
     assert world.log == [("cancel_order", {"order_id": "o7"})]
     second.close()
+
+
+def test_repeated_suspended_call_reuses_its_approval(dispatcher: Dispatcher) -> None:
+    """The model repeating a call that waits for approval gets the same approval id, not a second request."""
+    first = dispatcher.dispatch("cancel_order", {"order_id": "o1"}, session_id="s1")
+    again = dispatcher.dispatch("cancel_order", {"order_id": "o1"}, session_id="s1")
+    other = dispatcher.dispatch("cancel_order", {"order_id": "o2"}, session_id="s1")
+    assert first.approval_id == again.approval_id != other.approval_id
+    assert len(dispatcher.approvals()) == 2
