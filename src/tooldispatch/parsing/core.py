@@ -14,7 +14,7 @@ from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.fallback import find_fallback
 from tooldispatch.parsing.formats import find_strict
-from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED
+from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, missing_closers
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import repair_call, resolve_name
@@ -167,7 +167,7 @@ def _evaluate(
     found_stage: Stage = "fallback" if raw.lenient else raw.stage
     common: dict[str, Any] = {"raw": raw.raw, "span": raw.span, "format": raw.format, "name": raw.name, "flags": flags}
     args = raw.arguments if isinstance(raw.arguments, dict) else None
-    if raw.truncated and (finish_reason == "length" or raw.decode_error is not None or FIX_INCOMPLETE in raw.lenient):
+    if raw.truncated and (finish_reason == "length" or raw.decode_error is not None or _cut_off(raw)):
         why = "the output ended (finish_reason=length)" if finish_reason == "length" else "the output ended"
         return _rejected(
             common,
@@ -214,6 +214,14 @@ def _evaluate(
         repairs=tolerances + result.repairs,
     )
     return candidate, result.name
+
+
+def _cut_off(raw: RawCall) -> bool:
+    """True when the arguments were cut off, beyond the one missing final closer that is tolerated."""
+    if FIX_INCOMPLETE not in raw.lenient:
+        return False
+    text = (raw.arguments_text or "").strip()
+    return not text.startswith(("{", "[")) or missing_closers(text) != 1
 
 
 def _rejected(common: dict[str, Any], **fields: Any) -> tuple[Candidate, None]:

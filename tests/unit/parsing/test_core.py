@@ -293,3 +293,21 @@ def test_ids_skip_native_ids() -> None:
     text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
     out = parse_tool_calls(text, TOOLS, native_calls=native)
     assert [(c.id, c.name) for c in out.calls] == [("call_1", "get_time"), ("call_2", "get_weather")]
+
+
+def test_one_missing_final_closer_is_tolerated() -> None:
+    """Without finish_reason=length, a call missing only its last closer is accepted as ok_fallback."""
+    out = parse_tool_calls('{"name": "get_weather", "parameters": {"city": "Kyiv"}', TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Kyiv"}, "ok_fallback", "llama3_json")]
+
+
+def test_cut_inside_a_string_is_truncated_without_finish_reason() -> None:
+    """A call cut inside a string value is Truncated even when the finish reason is unknown."""
+    out = parse_tool_calls('<tool_call>{"name": "get_weather", "arguments": {"city": "Pa', TOOLS)
+    assert [c.bucket for c in out.candidates] == ["Truncated"]
+
+
+def test_one_missing_closer_with_length_is_truncated() -> None:
+    """With finish_reason=length even one missing closer means the call was cut off."""
+    out = parse_tool_calls('{"name": "get_weather", "parameters": {"city": "Kyiv"}', TOOLS, finish_reason="length")
+    assert [c.bucket for c in out.candidates] == ["Truncated"]

@@ -112,6 +112,24 @@ def balanced_end(text: str, start: int, *, python: bool = False, limit: int | No
     return -1
 
 
+_DEPTH_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.DOTALL)
+
+
+def missing_closers(text: str) -> int | None:
+    """Count the brackets JSON text leaves open at its end; ``None`` when it ends inside a string."""
+    depth = 0
+    for m in _DEPTH_TOKENS.finditer(text):
+        tok = m.group()
+        if tok[0] == '"':
+            if m.group(1) is None:
+                return None
+        elif tok in "{[":
+            depth += 1
+        else:
+            depth = max(0, depth - 1)
+    return depth
+
+
 def skip_ws(text: str, pos: int, end: int | None = None) -> int:
     """Return the first offset at or after ``pos`` that is not whitespace."""
     m = _WS.match(text, pos, len(text) if end is None else end)
