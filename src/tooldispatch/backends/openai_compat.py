@@ -13,16 +13,21 @@ Two parse modes:
     (``parse_tool_calls(native_calls=...)``).
 ``parse="client"``
     ``tools`` are *not* sent. The tool declarations go into the system message in the model family's
-    tool prompt format (``tool_prompt``; Hermes ``<tool_call>`` by default), so no server-side tool
-    parser runs on any engine and the raw text reaches tooldispatch's own parser as ``ContentDelta``
+    tool prompt format (``tool_format``, from ``tooldispatch.prompting``; ``hermes`` by default), so no
+    server-side tool parser runs on any engine (llama-server's ``--jinja`` extraction only runs when a
+    request carries ``tools``) and the raw text reaches tooldispatch's own parser as ``ContentDelta``
     events. This is the same on every dialect and needs no special server flag; it measures the model
     and our parser, not the server's extraction. Reasoning fields are still split by the server when it
     is configured to (that is not tool parsing).
+
+Constrained decoding (``ChatRequest.constrained``) works in client mode on the ``llama-server`` dialect:
+the GBNF grammar of the tool format is sent in the body's ``grammar`` field, which llama.cpp's server and
+llama-cpp-python's both accept. Other dialects report ``constrained=False`` in their capabilities and
+ignore the flag.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -40,20 +45,6 @@ ToolPrompt = Callable[[Sequence[ToolSpec]], str]
 
 _NO_KEY = "sk-no-key-required"
 _ENGINES: dict[str, str] = {"vllm": "vllm", "llama-server": "llama.cpp", "openrouter": "openrouter"}
-
-
-def hermes_tool_prompt(tools: Sequence[ToolSpec]) -> str:
-    """Describe ``tools`` in the Hermes / Qwen ``<tool_call>`` format, for a system message."""
-    listing = "\n".join(json.dumps(t.to_openai(), ensure_ascii=False) for t in tools)
-    return (
-        "# Tools\n\n"
-        "You may call one or more of these functions to help with the user's request. "
-        "Their signatures are listed inside <tools></tools>:\n"
-        f"<tools>\n{listing}\n</tools>\n\n"
-        "To call a function, write a JSON object with the function's name and its arguments inside "
-        "<tool_call></tool_call> tags, one block per call, for example:\n"
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-    )
 
 
 def with_tool_prompt(messages: Sequence[Mapping[str, Any]], prompt: str) -> list[dict[str, Any]]:
@@ -96,6 +87,7 @@ class OpenAICompatBackend:
         extra_body: Mapping[str, Any] | None = None,
         provider: Mapping[str, Any] | None = None,
         profile: str | None = None,
+        tool_format: str = "hermes",
         tool_prompt: ToolPrompt | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: Any = None,
@@ -115,17 +107,23 @@ class OpenAICompatBackend:
             provider: OpenRouter routing (``only``, ``quantizations``, ``allow_fallbacks``,
                 ``require_parameters``), sent as the body's ``provider`` object.
             profile: the profile this backend came from, named in error messages.
-            tool_prompt: renders tool declarations for ``parse="client"`` (default: Hermes format).
+            tool_format: the model family's tool prompt format for ``parse="client"`` (``hermes``,
+                ``hermes_list``, ``json``, ``pythonic``, ``gemma_tool_code``), also used for grammars.
+            tool_prompt: a custom renderer of the tool declarations, instead of ``tool_format``'s.
             headers: extra HTTP headers.
             http_client: an ``AsyncClient`` of the HTTP library the ``openai`` client uses (for tests).
 
         Raises:
-            ConfigError: an unknown dialect or parse mode, or the key's environment variable is unset.
+            ConfigError: an unknown dialect, parse mode or tool format, or the key's environment variable is
+                unset.
         """
         if dialect not in DIALECTS:
             raise ConfigError(f"unknown dialect {dialect!r}; use one of {', '.join(DIALECTS)}")
         if parse not in ("client", "server"):
             raise ConfigError(f"unknown parse mode {parse!r}; use 'client' or 'server'")
+        from tooldispatch.prompting import get_format
+
+        get_format(tool_format)
         key = _NO_KEY
         if api_key_env:
             value = os.environ.get(api_key_env, "")
@@ -143,7 +141,8 @@ class OpenAICompatBackend:
         self.extra_body: dict[str, Any] = dict(extra_body or {})
         self.provider: dict[str, Any] | None = dict(provider) if provider else None
         self.profile = profile
-        self._tool_prompt = tool_prompt or hermes_tool_prompt
+        self.tool_format = tool_format
+        self._tool_prompt = tool_prompt
         default_headers = dict(headers or {})
         if dialect == "openrouter":
             default_headers.setdefault("X-OpenRouter-Title", "tooldispatch")
@@ -168,7 +167,7 @@ class OpenAICompatBackend:
     def __repr__(self) -> str:
         return (
             f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, dialect={self.dialect!r}, "
-            f"parse={self.parse!r}, api_key_env={self.api_key_env!r})"
+            f"parse={self.parse!r}, tool_format={self.tool_format!r}, api_key_env={self.api_key_env!r})"
         )
 
     def _start_hint(self) -> str:
@@ -184,9 +183,17 @@ class OpenAICompatBackend:
         return Capabilities(
             native_tools=self.parse == "server",
             reasoning_field=True,
-            constrained=False,
+            constrained=self.dialect == "llama-server" and self.parse == "client",
             engine=_ENGINES[self.dialect],
         )
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        """The system-prompt text that declares ``tools`` in client parse mode."""
+        if self._tool_prompt is not None:
+            return self._tool_prompt(tools)
+        from tooldispatch.prompting import get_format
+
+        return get_format(self.tool_format).system(tools)
 
     def request_body(self, request: ChatRequest, *, stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         """Build the keyword arguments and the ``extra_body`` for one request.
@@ -209,9 +216,13 @@ class OpenAICompatBackend:
                 kwargs["tools"] = [t.to_openai() for t in request.tools]
                 kwargs["tool_choice"] = tool_choice_value(request.tool_choice)
             else:
-                messages = with_tool_prompt(messages, self._tool_prompt(request.tools))
+                messages = with_tool_prompt(messages, self.render_tools(request.tools))
         kwargs["messages"] = messages
         extra: dict[str, Any] = dict(self.extra_body)
+        if request.constrained and request.tools and self.capabilities.constrained:
+            from tooldispatch.prompting import tool_call_grammar
+
+            extra["grammar"] = tool_call_grammar(request.tools, self.tool_format, tool_choice=request.tool_choice)
         if self.dialect == "openrouter":
             extra.setdefault("usage", {"include": True})
             if self.provider:

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from tooldispatch.profiles.factory import backend_from_profile, client_base_url, tool_prompt_for
+from tooldispatch.profiles.factory import backend_from_profile, client_base_url, tool_format_for
 from tooldispatch.profiles.launch import (
     LaunchPlan,
     models_answer,
@@ -48,6 +48,6 @@ __all__ = [
     "start_server",
     "stop_server",
     "tail",
-    "tool_prompt_for",
+    "tool_format_for",
     "wait_until_ready",
 ]

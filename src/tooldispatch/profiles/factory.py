@@ -5,25 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from tooldispatch.backends.base import Backend
-from tooldispatch.backends.openai_compat import OpenAICompatBackend, ToolPrompt
+from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.errors import ConfigError
 from tooldispatch.profiles.launch import client_host, fill
 from tooldispatch.profiles.schema import Profile, load_profile
 
 
-def tool_prompt_for(model: str | None) -> ToolPrompt | None:
-    """The system-prompt renderer of the model family's tool format (``None``: the backend's default).
-
-    Raises:
-        ConfigError: the manifest names an unknown tool format.
-    """
+def tool_format_for(model: str | None) -> str | None:
+    """The tool prompt format the model's manifest names (``None`` when the profile names no model)."""
     if not model:
         return None
     from tooldispatch.models import load_manifest
-    from tooldispatch.prompting import get_format
 
-    name = model.partition("@")[0]
-    return get_format(load_manifest(name).tool_format).system
+    return load_manifest(model.partition("@")[0]).tool_format
 
 
 def client_base_url(profile: Profile, *, host: str | None = None, port: int | None = None) -> str:
@@ -71,7 +65,8 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
         "headers": dict(client.headers),
         "profile": prof.name,
     }
+    tool_format = tool_format_for(prof.model)
+    if tool_format:
+        settings["tool_format"] = tool_format
     settings.update(overrides)
-    if settings.get("tool_prompt") is None and settings["parse"] == "client":
-        settings["tool_prompt"] = tool_prompt_for(prof.model)
     return OpenAICompatBackend(**settings)

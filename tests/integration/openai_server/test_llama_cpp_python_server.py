@@ -13,6 +13,7 @@ import pytest
 from tooldispatch.backends.base import ChatRequest, ContentDelta, Finish, ToolCallDelta, Usage, collect
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.errors import BackendUnavailable
+from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.profiles import LaunchPlan, load_profile, plan_launch, start_server, stop_server, wait_until_ready
 from tooldispatch.toolspec import ToolSpec
 
@@ -137,3 +138,15 @@ def test_server_that_dies_at_start_reports_its_log(tmp_path: Path) -> None:
         f"the local-llama-cpp-python server exited with code 1 before answering on {plan.base_url}.\n"
     )
     assert message.endswith(f"ValueError: Model path does not exist: {tmp_path / 'missing.gguf'}")
+
+
+async def test_constrained_client_mode_yields_a_valid_call(template_server: str) -> None:
+    """Client mode with the tool grammar: the server's raw text parses into a valid get_weather call."""
+    live = OpenAICompatBackend(
+        base_url=template_server, model="smollm2", dialect="llama-server", parse="client", tool_format="hermes_list"
+    )
+    request = ChatRequest(messages=ASK_WEATHER, tools=(WEATHER,), max_tokens=64, constrained=True)
+    done = await collect(live.stream(request))
+    outcome = parse_tool_calls(done.content, [WEATHER], finish_reason=done.finish_reason)
+    assert [call.name for call in outcome.calls] == ["get_weather"]
+    assert set(outcome.calls[0].arguments) == {"city"}

@@ -15,8 +15,9 @@ from tooldispatch.backends.base import (
     ReasoningEnd,
     Usage,
 )
-from tooldispatch.backends.openai_compat import OpenAICompatBackend, hermes_tool_prompt
+from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError, RateLimited
+from tooldispatch.prompting import get_format, tool_call_grammar
 from tooldispatch.toolspec import ToolSpec
 
 from .conftest import WireServer, untimed
@@ -112,7 +113,10 @@ async def test_client_parse_mode_puts_tools_in_the_system_message(wire_server: W
     sent = wire_server.requests[0]
     assert "tools" not in sent
     assert "tool_choice" not in sent
-    assert sent["messages"][0] == {"role": "system", "content": "Be brief.\n\n" + hermes_tool_prompt([WEATHER])}
+    assert sent["messages"][0] == {
+        "role": "system",
+        "content": "Be brief.\n\n" + get_format("hermes").system([WEATHER]),
+    }
     assert sent["messages"][1:] == list(ASK.messages)
     assert backend.capabilities.native_tools is False
 
@@ -214,7 +218,7 @@ def test_repr_never_shows_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert repr(backend) == (
         "OpenAICompatBackend(base_url='https://openrouter.ai/api/v1', model='m', dialect='openrouter', "
-        "parse='client', api_key_env='OPENROUTER_API_KEY')"
+        "parse='client', tool_format='hermes', api_key_env='OPENROUTER_API_KEY')"
     )
     assert SECRET not in repr(vars(backend))
 
@@ -252,3 +256,32 @@ async def test_closed_port_is_backend_unavailable_with_the_serve_hint() -> None:
     message = str(info.value)
     assert message.startswith(f"cannot reach the llama-server endpoint at {url} (")
     assert message.endswith("; start it with `tooldispatch serve --profile local-llama-cpp-python`")
+
+
+async def test_constrained_client_mode_sends_the_tool_grammar(wire_server: WireServer) -> None:
+    """On llama-server in client mode, ``constrained`` sends the tool format's GBNF grammar in the body."""
+    wire_server.serve("llama_cpp_python/plain_stream")
+    backend = OpenAICompatBackend(
+        base_url=wire_server.url, model="smollm2", dialect="llama-server", tool_format="hermes_list"
+    )
+    assert backend.capabilities.constrained is True
+    await drain(backend, ChatRequest(messages=ASK.messages, tools=(WEATHER,), constrained=True))
+    assert wire_server.requests[0]["grammar"] == tool_call_grammar([WEATHER], "hermes_list", tool_choice="auto")
+
+
+async def test_constrained_is_ignored_where_the_dialect_cannot(wire_server: WireServer) -> None:
+    """vLLM reports no constrained capability and sends no grammar field."""
+    wire_server.serve("vllm/reasoning_stream")
+    backend = OpenAICompatBackend(base_url=wire_server.url, model="qwen3", dialect="vllm")
+    assert backend.capabilities.constrained is False
+    await drain(backend, ChatRequest(messages=ASK.messages, tools=(WEATHER,), constrained=True))
+    assert "grammar" not in wire_server.requests[0]
+
+
+def test_unknown_tool_format_is_a_config_error() -> None:
+    """An unknown tool format fails at construction and lists the known ones."""
+    with pytest.raises(ConfigError) as info:
+        OpenAICompatBackend(base_url="http://127.0.0.1:1/v1", model="m", dialect="vllm", tool_format="xml")
+    assert str(info.value) == (
+        "unknown tool format 'xml'; choose one of hermes, hermes_list, json, pythonic, gemma_tool_code"
+    )
