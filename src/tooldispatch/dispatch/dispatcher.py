@@ -22,6 +22,7 @@ import json
 import random
 import threading
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,7 @@ class Dispatcher:
         self._rand = rand
         self.compensate_on_failure = compensate_on_failure
         self._state = State(self.store)
+        weakref.finalize(self, self._state.flush)
         self._idem = IdempotencyStore(self.store)
         self._saga = SagaJournal(self.store)
         self._executor = Executor(max_workers=max_workers, monotonic=self.clock.monotonic)
@@ -305,8 +307,13 @@ class Dispatcher:
         """The full, unbounded result text of a call (for errors and rejections: the envelope the model saw)."""
         return self._state.full_result(trace_id)
 
+    def flush(self) -> None:
+        """Write buffered read-only traces now (reads of traces and ``close`` do this too)."""
+        self._state.flush()
+
     def close(self) -> None:
-        """Release worker threads, event loops and the store."""
+        """Write buffered traces, then release worker threads, event loops and the store."""
+        self._state.flush()
         self._executor.close()
         with self._loops_lock:
             for loop in self._loops:
@@ -599,7 +606,7 @@ class Dispatcher:
             compensation_of=call.compensation.trace_id if call.compensation else None,
             extra=dict(extra or {}),
         )
-        self._state.save_trace(trace, content, full)
+        self._state.save_trace(trace, content, full, durable=tool is None or tool.side_effecting)
         return DispatchResult(
             status=status,
             reason=reason,

@@ -1,9 +1,17 @@
 """Admission state and approvals in the SQLite store: quota counters, freshness stamps, pending approvals,
-pinned description hashes, and persisted traces."""
+pinned description hashes, and persisted traces.
+
+Traces of side-effecting calls (and of calls to unknown tools) are written before the result returns.
+Traces of read-only calls are written behind, in batches: at the latest after ``flush_every`` traces or
+``flush_after_s`` seconds, before any read of traces, and when the dispatcher closes or the process exits.
+A crash can lose at most that window of read-only traces; nothing that guards a side effect is buffered.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +51,28 @@ class PendingApproval:
     decided_at: float | None
 
 
-class State:
-    """Quota, freshness, approval, description and trace rows."""
+_TRACE_INSERT = (
+    "INSERT OR REPLACE INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data, content) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
-    def __init__(self, store: Store) -> None:
+
+class State:
+    """Quota, freshness, approval, description and trace rows.
+
+    Args:
+        store: the SQLite store.
+        flush_every: buffered read-only traces that trigger a write.
+        flush_after_s: age of the oldest buffered trace that triggers a write.
+    """
+
+    def __init__(self, store: Store, *, flush_every: int = 128, flush_after_s: float = 0.5) -> None:
         self.store = store
+        self._buffer: list[tuple[DispatchTrace, str, str | None]] = []
+        self._buffer_lock = threading.Lock()
+        self._buffered_since = 0.0
+        self._flush_every = flush_every
+        self._flush_after_s = flush_after_s
 
     # quotas
     def quota_used(self, tool: str, scope: str) -> int:
@@ -164,47 +189,74 @@ class State:
         )
 
     # traces
-    def save_trace(self, trace: DispatchTrace, content: str, full_result: str | None) -> None:
+    def save_trace(self, trace: DispatchTrace, content: str, full_result: str | None, *, durable: bool = True) -> None:
         """Persist a trace with the content the model saw and, when that was bounded, the full result.
 
-        One statement (one implicit transaction) when nothing was bounded, which keeps tracing cheap.
+        Args:
+            trace: the trace.
+            content: what the model saw.
+            full_result: the full result when ``content`` was bounded.
+            durable: write now (with anything buffered); otherwise buffer it (see the module docstring).
         """
-        row = (
-            trace.id,
-            trace.session_id,
-            trace.tool,
-            trace.status,
-            trace.reason,
-            trace.started_at,
-            trace.ended_at,
-            json.dumps(trace.to_dict(), ensure_ascii=False, default=str),
-            content,
-        )
-        insert = (
-            "INSERT OR REPLACE INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data, content) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        if full_result is None:
-            self.store.execute(insert, row)
-            return
-        with self.store.transaction() as conn:
-            conn.execute(insert, row)
-            conn.execute(
-                "INSERT OR REPLACE INTO trace_results (trace_id, content) VALUES (?, ?)", (trace.id, full_result)
+        with self._buffer_lock:
+            if not self._buffer:
+                self._buffered_since = time.monotonic()
+            self._buffer.append((trace, content, full_result))
+            if (
+                not durable
+                and len(self._buffer) < self._flush_every
+                and time.monotonic() - self._buffered_since < self._flush_after_s
+            ):
+                return
+            batch, self._buffer = self._buffer, []
+        self._write(batch)
+
+    def flush(self) -> None:
+        """Write every buffered trace now."""
+        with self._buffer_lock:
+            batch, self._buffer = self._buffer, []
+        if batch and not self.store.closed:
+            self._write(batch)
+
+    def _write(self, batch: list[tuple[DispatchTrace, str, str | None]]) -> None:
+        rows = [
+            (
+                trace.id,
+                trace.session_id,
+                trace.tool,
+                trace.status,
+                trace.reason,
+                trace.started_at,
+                trace.ended_at,
+                json.dumps(trace.to_dict(), ensure_ascii=False, default=str),
+                content,
             )
+            for trace, content, _ in batch
+        ]
+        full = [(trace.id, result) for trace, _, result in batch if result is not None]
+        if len(rows) == 1 and not full:
+            self.store.execute(_TRACE_INSERT, rows[0])
+            return
+        with self.store.transaction():
+            self.store.executemany(_TRACE_INSERT, rows)
+            if full:
+                self.store.executemany("INSERT OR REPLACE INTO trace_results (trace_id, content) VALUES (?, ?)", full)
 
     def trace(self, trace_id: str) -> DispatchTrace | None:
         """One persisted trace."""
+        self.flush()
         row = self.store.fetchone("SELECT data FROM traces WHERE id = ?", (trace_id,))
         return DispatchTrace.from_dict(json.loads(row[0])) if row else None
 
     def content(self, trace_id: str) -> str | None:
         """The content the model saw for a call."""
+        self.flush()
         row = self.store.fetchone("SELECT content FROM traces WHERE id = ?", (trace_id,))
         return str(row[0]) if row and row[0] is not None else None
 
     def full_result(self, trace_id: str) -> str | None:
         """The full result text of a call (the content itself when it was not bounded)."""
+        self.flush()
         row = self.store.fetchone("SELECT content FROM trace_results WHERE trace_id = ?", (trace_id,))
         return str(row[0]) if row else self.content(trace_id)
 
@@ -212,6 +264,7 @@ class State:
         self, *, session_id: str | None = None, tool: str | None = None, limit: int | None = None
     ) -> list[DispatchTrace]:
         """Persisted traces, oldest first, optionally filtered."""
+        self.flush()
         clauses, params = [], []
         if session_id is not None:
             clauses.append("session_id = ?")

@@ -46,6 +46,7 @@ class Store:
     ) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
+        self.closed = False
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +113,11 @@ class Store:
             row = self._conn.execute(sql, params).fetchone()
             return tuple(row) if row is not None else None
 
+    def executemany(self, sql: str, rows: Sequence[Params]) -> int:
+        """Run one statement for each row (atomically when inside ``transaction()``)."""
+        with self._lock:
+            return self._conn.executemany(sql, rows).rowcount
+
     def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """Run a query and return every row."""
         with self._lock:
@@ -120,6 +126,7 @@ class Store:
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
         with self._lock:
+            self.closed = True
             self._conn.close()
 
 

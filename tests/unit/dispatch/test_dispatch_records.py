@@ -76,6 +76,7 @@ def test_sensitive_fields_are_masked_in_traces() -> None:
     d = Dispatcher(reg)
     r = d.dispatch("login", {"user": "u", "token": "s3cret"})
     assert (seen, dict(r.trace.params)) == (["s3cret"], {"user": "u", "token": "***"})
+    d.flush()
     stored = d.store.fetchone("SELECT data FROM traces WHERE id = ?", (r.trace.id,))
     assert stored is not None and "s3cret" not in stored[0]
 
@@ -210,3 +211,16 @@ def test_metrics_from_dispatches(world: World) -> None:
     assert report.flagged[-1] == (
         "sendmessage: hallucination 100.0% (threshold 0%) — the model called a tool that does not exist"
     )
+
+
+def test_read_only_traces_are_written_behind_side_effecting_ones_at_once(world: World) -> None:
+    """A side-effecting call's trace is in the file when the call returns; a read-only one after a flush."""
+    from .conftest import build_registry
+
+    d = Dispatcher(build_registry(world))
+    ro = d.dispatch("refresh_drivers", {}, session_id="s1")
+    se = d.dispatch("send_message", {"to": "a", "subject": "b", "body": "c"}, session_id="s1")
+    ro2 = d.dispatch("refresh_drivers", {}, session_id="s1")
+    stored = {row[0] for row in d.store.fetchall("SELECT id FROM traces")}
+    assert stored == {ro.trace.id, se.trace.id}
+    assert [t.id for t in d.traces(session_id="s1")] == [ro.trace.id, se.trace.id, ro2.trace.id]
