@@ -184,15 +184,25 @@ def accepted_calls(outcome: ParseOutcome, buckets: frozenset[str]) -> list[CallK
     return [call_key(c.name, c.arguments) for c in outcome.calls if c.bucket in buckets]
 
 
-def stream_parse(text: str, tools: Mapping[str, ToolSpec], *, step: int = 1) -> int:
-    """Feed ``text`` to a ``StreamParser`` in deltas of ``step`` characters; return the calls it reported."""
+def deltas(text: str, step: int = 1) -> list[str]:
+    """Split ``text`` into the deltas a server would stream, ``step`` characters each."""
+    return [text[start : start + step] for start in range(0, len(text), step)]
+
+
+def stream_parse(pieces: Sequence[str], tools: Mapping[str, ToolSpec]) -> int:
+    """Feed the deltas to a ``StreamParser`` as a consumer would; return how many calls it reported."""
     from tooldispatch.parsing.stream import CallReady, StreamParser
 
     parser = StreamParser(tools)
+    feed = parser.feed
     calls = 0
-    for start in range(0, len(text), step):
-        calls += sum(isinstance(event, CallReady) for event in parser.feed(text[start : start + step]))
-    calls += sum(isinstance(event, CallReady) for event in parser.close())
+    for piece in pieces:
+        for event in feed(piece):
+            if event.__class__ is CallReady:
+                calls += 1
+    for event in parser.close():
+        if event.__class__ is CallReady:
+            calls += 1
     return calls
 
 
@@ -455,7 +465,8 @@ def _ratios(timings: Mapping[str, Sequence[Timing]], well_formed: Sequence[Recor
         )
     if well_formed:
         text, tools = stream_text(well_formed)
-        whole, streamed = _best([lambda: _parse_text(text, tools), lambda: stream_parse(text, tools)], min(rounds, 5))
+        pieces = deltas(text)
+        whole, streamed = _best([lambda: _parse_text(text, tools), lambda: stream_parse(pieces, tools)], min(rounds, 5))
         value = streamed / whole
         ratios.append(
             Ratio(

@@ -114,6 +114,9 @@ def repair_call(name: str | None, arguments: Any, tools: Mapping[str, ToolSpec],
     walk = Walk(level, spec.parameters)
     fixed = repair_value(arguments, spec.parameters, "", walk)
     repairs.extend(walk.repairs)
+    check = fast_check(spec.parameters)
+    if check is not None and check(fixed):
+        return RepairResult(True, spec.name, fixed, tuple(repairs))
     errors = schema_errors(fixed, spec.parameters, tool=spec.name)
     if not errors:
         return RepairResult(True, spec.name, fixed, tuple(repairs))
