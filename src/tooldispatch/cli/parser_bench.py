@@ -54,7 +54,7 @@ def tables(report: Report) -> list[Table]:
             speed.add_row(
                 f"{set_name} ({t.inputs}, {t.size / 1000:.1f} KB)",
                 t.label,
-                f"{t.exact}/{t.calls}",
+                f"{t.exact}/{t.calls}" if t.exact >= 0 else "-",
                 f"{t.us_per_call:.1f}",
                 f"{t.mb_per_s:.2f}",
             )
