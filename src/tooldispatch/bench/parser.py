@@ -489,7 +489,7 @@ def _parse_text(text: str, tools: Mapping[str, ToolSpec]) -> ParseOutcome:
 
 
 def _slowest(records: Sequence[Record], count: int = 5) -> list[tuple[str, float]]:
-    """Return the records that took longest to parse (microseconds per byte of text, best of 3)."""
+    """Return the records that took longest to parse (microseconds per parse, best of 3)."""
     costs: list[tuple[str, float]] = []
     for record in records:
         (seconds,) = _best([functools.partial(parse, record)], 3, min_seconds=0.001)
