@@ -82,12 +82,12 @@ def serve(
     except KeyboardInterrupt:
         stop_server(process)
         raise typer.Exit(130) from None
-    port_flag = f" --port {plan.port}" if port is not None else ""
     console.print(
         f"[green]ready[/green] on {plan.base_url} after {took:.1f} s (pid {process.pid}). Point the agent at it:"
     )
-    console.print(f'  tooldispatch run "TASK" --profile {prof.name}{port_flag}')
-    console.print(f'  tooldispatch run "TASK" --base-url {plan.base_url}')
+    if port is None and host is None:
+        console.print(f'  tooldispatch run "TASK" --profile {prof.name}')
+    console.print(f'  tooldispatch run "TASK" --profile {prof.name} --base-url {plan.base_url}')
     console.print("Press Ctrl+C to stop the server.")
     try:
         code = process.wait()

@@ -35,7 +35,8 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
 
     For ``openai_compat`` profiles the overrides are ``OpenAICompatBackend`` arguments (``base_url``,
     ``parse``, ``model``, ``timeout_s``, ...) plus ``port`` and ``host`` to point at another server
-    instance. For ``llamacpp`` profiles they are ``LlamaCppBackend`` arguments.
+    instance. For ``llamacpp`` profiles they are ``LlamaCppBackend`` arguments, with ``model`` (or
+    ``model_path``) replacing the profile's ``NAME@QUANT``.
 
     Raises:
         ConfigError: the profile is invalid, or a required setting (an API key) is missing.
@@ -44,15 +45,18 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
     if prof.backend == "llamacpp":
         from tooldispatch.backends.llamacpp import LlamaCppBackend
 
-        kwargs: dict[str, Any] = {"model": prof.model, **prof.llamacpp}
-        kwargs.update(overrides)
-        backend: Backend = LlamaCppBackend(**kwargs)
+        settings = {**prof.llamacpp, **overrides}
+        model_path = settings.pop("model_path", None) or settings.pop("model", None) or prof.model
+        settings.pop("model", None)
+        if not model_path:
+            raise ConfigError(f"{prof.path}: a llamacpp profile needs 'model' (NAME@QUANT) or a model override")
+        backend: Backend = LlamaCppBackend(model_path, **settings)
         return backend
     client = prof.client
     assert client is not None
     host = overrides.pop("host", None)
     port = overrides.pop("port", None)
-    settings: dict[str, Any] = {
+    openai_settings: dict[str, Any] = {
         "base_url": client_base_url(prof, host=host, port=port),
         "model": client.served_model,
         "dialect": client.dialect,
@@ -67,6 +71,6 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
     }
     tool_format = tool_format_for(prof.model)
     if tool_format:
-        settings["tool_format"] = tool_format
-    settings.update(overrides)
-    return OpenAICompatBackend(**settings)
+        openai_settings["tool_format"] = tool_format
+    openai_settings.update(overrides)
+    return OpenAICompatBackend(**openai_settings)

@@ -72,7 +72,7 @@ _SERVER = frozenset(
     {"command", "host", "port", "env", "model_path", "ready_timeout_s", "alternatives", "requires", "notes"}
 )
 _ALTERNATIVE = frozenset({"command", "env", "requires", "notes"})
-_LLAMACPP = frozenset({"n_ctx", "n_threads", "n_gpu_layers", "seed", "constrained"})
+_LLAMACPP = frozenset({"n_ctx", "n_threads", "seed", "tool_format", "chat_format_override"})
 
 
 @dataclass(frozen=True, slots=True)
