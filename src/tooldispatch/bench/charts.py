@@ -99,7 +99,7 @@ def _buckets(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
 
 def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(8, 2.2 * len(cells) + 3), 5.2))
+    fig, ax = plt.subplots(figsize=(max(9, 2.2 * len(cells) + 3), 6))
     width = 0.8 / len(MODE_ORDER)
     for j, mode in enumerate(MODE_ORDER):
         rates = [getattr(c, metric)[mode] for c in cells]
@@ -107,19 +107,25 @@ def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str)
         values = [100 * r.value for r in rates]
         err = [[100 * (r.value - r.low) for r in rates], [100 * (r.high - r.value) for r in rates]]
         ax.bar(xs, values, width, yerr=err, capsize=2, color=_MODE_COLORS[mode], label=MODE_LABELS[mode])
-        for x, v in zip(xs, values, strict=True):
-            ax.text(x, v + 1, f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+        for x, r in zip(xs, rates, strict=True):
+            ax.text(x, 100 * r.high + 1, f"{100 * r.value:.0f}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(cells)), [_tick(c) for c in cells], fontsize=8)
     n = max((getattr(c, metric)["repair"].n for c in cells), default=0)
     if metric == "accuracy":
         ax.set_ylabel("BFCL AST accuracy (%), 95 % bootstrap CI")
-        what = f"BFCL AST accuracy by parsing mode (cases that expect calls, n={n} per cell)"
+        what = f"AST accuracy by parsing mode (cases that expect calls, n={n} per cell)"
     else:
         ax.set_ylabel("irrelevance cases with a call (%), 95 % CI")
-        what = f"False positives: calls made on BFCL irrelevance (lower is better, n={n} per cell)"
-    ax.set_ylim(0, 105)
+        what = f"False positives: calls made on irrelevance cases (lower is better, n={n} per cell)"
+    ax.set_ylim(0, 110)
     ax.set_title(f"{title}{what}")
-    ax.legend(title=f"parsing ({_engines(cells)})", fontsize=8, ncols=len(MODE_ORDER), loc="upper center")
+    ax.legend(
+        title=f"how the raw output was turned into calls (engine: {_engines(cells)})",
+        fontsize=8,
+        ncols=len(MODE_ORDER),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

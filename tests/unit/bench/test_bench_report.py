@@ -1,0 +1,133 @@
+"""Report generation: files, and JSON numbers equal to what the scorer computed on a fixed corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tooldispatch.bench.bfcl_data import BfclCase
+from tooldispatch.bench.corpus import OutputRecord, read_corpus, write_corpus
+from tooldispatch.bench.replay import compare_summaries, replay_corpus
+from tooldispatch.bench.report import summarize, write_report
+from tooldispatch.bench.scoring import score_output
+from tooldispatch.bench.summary import summarize_cell
+
+FN = {
+    "name": "get.weather",
+    "description": "Weather for a city.",
+    "parameters": {"type": "dict", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+GOOD = '<tool_call>[{"name": "get.weather", "arguments": {"city": "Paris"}}]</tool_call>'
+LENIENT = "<tool_call>[{'name': 'get.weather', 'arguments': {'city': 'Paris'}}]</tool_call>"
+PROSE = "It is sunny."
+
+
+def _case(i: int, category: str) -> BfclCase:
+    truth = () if category == "irrelevance" else ({"get.weather": {"city": ["Paris"]}},)
+    return BfclCase(
+        id=f"{category}_{i}",
+        category=category,
+        messages=({"role": "user", "content": "q"},),
+        functions=(FN,),
+        ground_truth=truth,
+    )
+
+
+def _corpus() -> list[OutputRecord]:
+    """Two quantizations of one model on 6 call cases and 4 irrelevance cases, with fixed outputs."""
+    plan = {
+        "Q4_1": [GOOD, GOOD, GOOD, LENIENT, LENIENT, PROSE, PROSE, PROSE, PROSE, LENIENT],
+        "Q4_0": [GOOD, LENIENT, LENIENT, LENIENT, PROSE, PROSE, PROSE, LENIENT, LENIENT, GOOD],
+    }
+    records = []
+    for quant, texts in plan.items():
+        for i, text in enumerate(texts):
+            case = _case(i, "simple_python" if i < 6 else "irrelevance")
+            records.append(
+                OutputRecord(
+                    cell=f"llamacpp|m@{quant}|client|free",
+                    case_id=case.id,
+                    seed=0,
+                    case=case.to_dict(),
+                    model="m",
+                    quant=quant,
+                    tensor_types={quant: 10},
+                    engine="llama.cpp",
+                    engine_version="0.3.36",
+                    text=text,
+                    finish_reason="stop",
+                    completion_tokens=20,
+                    latency_s=1.0 + i / 10,
+                    first_token_s=0.5,
+                    extra={"tool_format": "hermes_list"},
+                )
+            )
+    return records
+
+
+def test_report_writes_markdown_charts_and_json(tmp_path: Path) -> None:
+    """write_report produces report.md, summary.json, four PNG charts and report.html."""
+    files = write_report(summarize(_corpus()), tmp_path, html_too=True, title="t")
+    names = sorted(p.name for p in files)
+    assert names == [
+        "accuracy.png",
+        "buckets.png",
+        "false_positives.png",
+        "latency.png",
+        "report.html",
+        "report.md",
+        "summary.json",
+    ]
+    assert all((tmp_path / n).stat().st_size > 1000 for n in names if n.endswith(".png"))
+    md = (tmp_path / "report.md").read_text()
+    assert "| m@Q4_1 | llama.cpp 0.3.36 | Q4_1×10 | 10 | 0 |" in md
+    assert "![accuracy.png](accuracy.png)" in md
+
+
+def test_summary_json_equals_the_scorer(tmp_path: Path) -> None:
+    """Every rate in summary.json equals what score_output + summarize_cell give on the same corpus."""
+    records = _corpus()
+    write_report(summarize(records), tmp_path)
+    data = json.loads((tmp_path / "summary.json").read_text())
+    q41 = [r for r in records if r.quant == "Q4_1"]
+    expected = summarize_cell(q41[0].cell, [(r, score_output(r)) for r in q41]).to_dict()
+    [cell] = [c for c in data["cells"] if c["quant"] == "Q4_1"]
+    assert cell == json.loads(json.dumps(expected))
+    acc = {m: (v["k"], v["n"]) for m, v in cell["accuracy"].items()}
+    assert acc == {"strict": (3, 6), "fallback": (5, 6), "repair": (5, 6), "baseline": (3, 6), "json_repair": (5, 6)}
+    fp = {m: (v["k"], v["n"]) for m, v in cell["false_positive"].items()}
+    assert fp == {"strict": (0, 4), "fallback": (1, 4), "repair": (1, 4), "baseline": (0, 4), "json_repair": (1, 4)}
+    assert cell["buckets"]["ok_strict"]["k"] == 3
+    assert cell["buckets"]["ok_fallback"]["k"] == 3
+    assert cell["buckets"]["no_call"]["k"] == 4
+    assert cell["latency_p50_s"] == 1.45
+
+
+def test_quantization_differences_are_paired(tmp_path: Path) -> None:
+    """The Q4_0 − Q4_1 difference is computed on the same cases: strict accuracy 1/6 − 3/6."""
+    summary = summarize(_corpus())
+    [diff] = summary.differences
+    assert (diff.a, diff.b) == ("llamacpp|m@Q4_0|client|free", "llamacpp|m@Q4_1|client|free")
+    assert round(diff.accuracy["strict"].value, 6) == round(1 / 6 - 3 / 6, 6)
+    assert diff.accuracy["strict"].n == 6
+    assert round(diff.false_positive["repair"].value, 6) == round(3 / 4 - 1 / 4, 6)
+
+
+def test_replay_rescores_a_written_corpus_identically(tmp_path: Path) -> None:
+    """A corpus written to JSONL and replayed gives the same summary as scoring it in memory."""
+    records = _corpus()
+    path = tmp_path / "corpus.jsonl"
+    assert write_corpus(path, records) == 20
+    assert [r.to_dict() for r in read_corpus(path)] == [r.to_dict() for r in records]
+    summary, seconds, count = replay_corpus(path)
+    assert count == 20
+    assert seconds > 0
+    direct = summarize(records, meta={"replayed": str(path)})
+    assert summary.to_dict() == direct.to_dict()
+    lines = compare_summaries(direct.to_dict(), summary.to_dict())
+    assert lines == [
+        "m@Q4_1 accuracy: unchanged",
+        "m@Q4_1 false_positive: unchanged",
+        "m@Q4_0 accuracy: unchanged",
+        "m@Q4_0 false_positive: unchanged",
+    ]

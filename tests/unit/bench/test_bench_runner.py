@@ -1,0 +1,209 @@
+"""The matrix runner: storing outputs, resuming, pausing on rate limits and dead servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tooldispatch.backends.base import Capabilities, ChatRequest, Event
+from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
+from tooldispatch.bench.bfcl_data import BfclCase
+from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.results_db import ResultsDB
+from tooldispatch.bench.runner import ModelFacts, RunOptions, Target, run_bfcl
+from tooldispatch.errors import BackendUnavailable, ProviderError, RateLimited
+
+FN = {
+    "name": "get.weather",
+    "description": "Weather for a city.",
+    "parameters": {"type": "dict", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def _cases(n: int) -> list[BfclCase]:
+    return [
+        BfclCase(
+            id=f"simple_python_{i}",
+            category="simple_python",
+            messages=({"role": "user", "content": f"Weather in city {i}?"},),
+            functions=(FN,),
+            ground_truth=({"get.weather": {"city": [f"c{i}"]}},),
+        )
+        for i in range(n)
+    ]
+
+
+def _answer(request: ChatRequest) -> ScriptedTurn:
+    city = str(request.messages[-1]["content"]).split()[-1].rstrip("?")
+    return ScriptedTurn(content=f'<tool_call>{{"name": "get.weather", "arguments": {{"city": "c{city}"}}}}</tool_call>')
+
+
+class Flaky:
+    """Fails the first ``failures`` requests with ``error``, then answers like the scripted backend."""
+
+    def __init__(self, error: Exception, failures: int) -> None:
+        self.inner = ScriptedBackend(turns=_answer)
+        self.error = error
+        self.failures = failures
+        self.calls = 0
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(engine="flaky", engine_version="1")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        async for event in self.inner.stream(request):
+            yield event
+
+
+def _target(backend: Any, quant: str = "Q4_1") -> Target:
+    return Target(
+        cell=Cell(backend="scripted", model="m", quant=quant),
+        make_backend=lambda: backend,
+        facts=ModelFacts(family="f", tool_format="hermes_list", tensor_types={"Q4_1": 3}, model_file="m.gguf"),
+    )
+
+
+class FakeSleep:
+    """Records pauses instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(round(seconds))
+
+
+def _run(targets: list[Target], cases: list[BfclCase], db: ResultsDB, **kw: Any) -> Any:
+    sleep = kw.pop("sleep", FakeSleep())
+    return asyncio.run(run_bfcl(targets, cases, db, RunOptions(**kw), sleep=sleep))
+
+
+def test_every_output_is_stored_with_its_provenance(tmp_path: Path) -> None:
+    """Each (cell, case, seed) becomes one stored record with the raw text, model facts and engine."""
+    db = ResultsDB(tmp_path)
+    result = _run([_target(ScriptedBackend(turns=_answer))], _cases(3), db, seeds=(0, 1))
+    records = sorted(db.records(), key=lambda r: (r.case_id, r.seed))
+    assert (result.stored, result.skipped, result.failed) == (6, 0, [])
+    assert [(r.case_id, r.seed) for r in records] == [(f"simple_python_{i}", s) for i in range(3) for s in (0, 1)]
+    first = records[0]
+    assert first.text == '<tool_call>{"name": "get.weather", "arguments": {"city": "c0"}}</tool_call>'
+    assert (first.model, first.quant, first.engine, first.model_file) == ("m", "Q4_1", "scripted", "m.gguf")
+    assert first.tensor_types == {"Q4_1": 3}
+    assert first.finish_reason == "stop"
+    assert first.extra["tool_format"] == "hermes_list"
+    assert first.case["ground_truth"] == [{"get.weather": {"city": ["c0"]}}]
+
+
+def test_a_rerun_runs_exactly_the_missing_cases(tmp_path: Path) -> None:
+    """After an interrupted run, the same command runs only the (case, seed) pairs not yet stored."""
+    cases = _cases(5)
+    db = ResultsDB(tmp_path)
+    first = ScriptedBackend(turns=_answer)
+    _run([_target(first)], cases[:2], db)
+    again = ScriptedBackend(turns=_answer)
+    result = _run([_target(again)], cases, db)
+    asked = [str(r.messages[-1]["content"]) for r in again.requests]
+    assert asked == ["Weather in city 2?", "Weather in city 3?", "Weather in city 4?"]
+    assert (result.stored, result.skipped, db.count()) == (3, 2, 5)
+
+
+def test_a_finished_cell_does_not_build_its_backend(tmp_path: Path) -> None:
+    """A cell with nothing left to run never constructs its backend (no model load)."""
+    db = ResultsDB(tmp_path)
+    _run([_target(ScriptedBackend(turns=_answer))], _cases(2), db)
+    built: list[str] = []
+
+    def make() -> Any:
+        built.append("built")
+        return ScriptedBackend(turns=_answer)
+
+    target = Target(cell=Cell(backend="scripted", model="m", quant="Q4_1"), make_backend=make)
+    result = asyncio.run(run_bfcl([target], _cases(2), db, RunOptions()))
+    assert (built, result.skipped, result.stored) == ([], 2, 0)
+
+
+def test_rate_limit_pauses_for_retry_after_and_loses_nothing(tmp_path: Path) -> None:
+    """A 429 with Retry-After pauses for that long, then the request succeeds and is stored."""
+    db = ResultsDB(tmp_path)
+    sleep = FakeSleep()
+    backend = Flaky(RateLimited("slow down", retry_after=7.0), failures=2)
+    result = _run([_target(backend)], _cases(1), db, sleep=sleep)
+    assert (result.stored, result.pauses, result.failed) == (1, 2, [])
+    assert sleep.waits == [7, 7]
+    assert db.count() == 1
+
+
+def test_dead_server_backs_off_then_leaves_the_case_for_the_next_run(tmp_path: Path) -> None:
+    """A server that stays down is retried with doubling backoff; the case is not stored and runs next time."""
+    db = ResultsDB(tmp_path)
+    sleep = FakeSleep()
+    backend = Flaky(BackendUnavailable("connection refused"), failures=99)
+    result = _run([_target(backend)], _cases(1), db, sleep=sleep, max_attempts=4, backoff_s=1.0)
+    assert sleep.waits == [1, 2, 4]
+    assert result.failed == [
+        ("scripted|m@Q4_1|client|free", "simple_python_0", 0, "BackendUnavailable: connection refused")
+    ]
+    assert db.count() == 0
+    healthy = _run([_target(ScriptedBackend(turns=_answer))], _cases(1), db)
+    assert (healthy.stored, db.count()) == (1, 1)
+
+
+def test_a_refused_request_is_stored_as_an_error(tmp_path: Path) -> None:
+    """A non-retryable 400 is stored once with its error (scored as wrong), not retried."""
+    db = ResultsDB(tmp_path)
+    backend = Flaky(ProviderError("context too long", status=400), failures=1)
+    result = _run([_target(backend)], _cases(1), db)
+    [record] = list(db.records())
+    assert (result.stored, backend.calls) == (1, 1)
+    assert record.error == "ProviderError: context too long"
+    assert record.text == ""
+
+
+def test_an_account_error_stops_the_run(tmp_path: Path) -> None:
+    """A 402 (no credits) stops the whole run with the provider's error."""
+    db = ResultsDB(tmp_path)
+    backend = Flaky(ProviderError("insufficient credits", status=402), failures=99)
+    with pytest.raises(ProviderError, match="insufficient credits"):
+        _run([_target(backend)], _cases(3), db)
+    assert db.count() == 0
+
+
+def test_interleaved_cells_run_case_by_case(tmp_path: Path) -> None:
+    """With interleave_cells, case i runs on every cell before case i+1 on any."""
+    db = ResultsDB(tmp_path)
+    order: list[str] = []
+    backends = {q: ScriptedBackend(turns=_answer) for q in ("Q4_1", "Q8_0")}
+
+    def hook(key: str, done: int, total: int) -> None:
+        order.append(f"{key.split('|')[1]}:{done}/{total}")
+
+    targets = [_target(backends["Q4_1"], "Q4_1"), _target(backends["Q8_0"], "Q8_0")]
+    asyncio.run(run_bfcl(targets, _cases(2), db, RunOptions(), on_progress=hook, interleave_cells=True))
+    assert order == ["m@Q4_1:1/2", "m@Q8_0:1/2", "m@Q4_1:2/2", "m@Q8_0:2/2"]
+
+
+def test_concurrency_bounds_requests_in_flight(tmp_path: Path) -> None:
+    """No more than ``concurrency`` requests are in flight at once."""
+    db = ResultsDB(tmp_path)
+    live = [0]
+    peak = [0]
+
+    class Slow(ScriptedBackend):
+        async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+            await asyncio.sleep(0.01)
+            async for event in super().stream(request):
+                yield event
+            live[0] -= 1
+
+    _run([_target(Slow(turns=_answer))], _cases(8), db, concurrency=3)
+    assert (peak[0], db.count()) == (3, 8)

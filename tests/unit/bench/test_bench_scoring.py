@@ -1,0 +1,158 @@
+"""Scoring one raw output five ways with the real parser, and the statistics behind every rate."""
+
+from __future__ import annotations
+
+import pytest
+
+from tooldispatch.bench.bfcl_data import BfclCase
+from tooldispatch.bench.corpus import Cell, OutputRecord
+from tooldispatch.bench.scoring import json_repair_calls, score_output
+from tooldispatch.bench.stats import paired_difference, pass_hat_k, rate
+
+FN = {
+    "name": "get.weather",
+    "description": "Weather for a city.",
+    "parameters": {
+        "type": "dict",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
+}
+CALL = BfclCase(
+    id="simple_python_0",
+    category="simple_python",
+    messages=({"role": "user", "content": "Weather in Paris?"},),
+    functions=(FN,),
+    ground_truth=({"get.weather": {"city": ["Paris"], "days": [3, ""]}},),
+)
+IRRELEVANT = BfclCase(
+    id="irrelevance_0",
+    category="irrelevance",
+    messages=({"role": "user", "content": "Who wrote Hamlet?"},),
+    functions=(FN,),
+    ground_truth=(),
+)
+MODES = ("strict", "fallback", "repair", "baseline", "json_repair")
+
+
+def _record(case: BfclCase, text: str, finish: str = "stop") -> OutputRecord:
+    return OutputRecord(
+        cell="llamacpp|m@Q4_1|client|free",
+        case_id=case.id,
+        seed=0,
+        case=case.to_dict(),
+        model="m",
+        quant="Q4_1",
+        text=text,
+        finish_reason=finish,
+        extra={"tool_format": "hermes_list"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "bucket", "correct"),
+    [
+        ('<tool_call>[{"name": "get.weather", "arguments": {"city": "Paris"}}]</tool_call>', "ok_strict", "11111"),
+        ("<tool_call>[{'name': 'get.weather', 'arguments': {'city': 'Paris'}}]</tool_call>", "ok_fallback", "01101"),
+        ('<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>', "repaired", "00100"),
+        (
+            '<tool_call>[{"name": "get.weather", "arguments": {"city": "Paris", "days": "3"}}]</tool_call>',
+            "repaired",
+            "00100",
+        ),
+        ('Sure: {"name": "get.weather", "arguments": {"city": "Paris"}}', "ok_fallback", "01101"),
+        ("The weather in Paris is nice.", "no_call", "00000"),
+    ],
+)
+def test_each_mode_scores_the_same_raw_output(text: str, bucket: str, correct: str) -> None:
+    """strict / +fallback / +repair / serving-stack baseline / json_repair each get the BFCL verdict they earn."""
+    scored = score_output(_record(CALL, text))
+    assert scored.bucket == bucket
+    assert "".join("1" if scored.correct[m] else "0" for m in MODES) == correct
+
+
+def test_truncated_call_is_its_own_bucket_and_wrong_everywhere() -> None:
+    """A call cut off at finish_reason=length lands in Truncated; no parsing mode recovers a right answer."""
+    scored = score_output(_record(CALL, '<tool_call>[{"name": "get.weather", "arguments": {"city": "Par', "length"))
+    assert scored.bucket == "Truncated"
+    assert not any(scored.correct.values())
+
+
+def test_a_call_on_irrelevance_is_a_false_positive_only_where_it_was_recovered() -> None:
+    """On irrelevance, lenient JSON counts as a call for fallback/repair/json_repair, not for strict or baseline."""
+    scored = score_output(
+        _record(IRRELEVANT, "<tool_call>[{'name': 'get.weather', 'arguments': {'city': 'X'}}]</tool_call>")
+    )
+    assert scored.n_calls == {"strict": 0, "fallback": 1, "repair": 1, "baseline": 0, "json_repair": 1}
+    assert scored.correct == {
+        "strict": True,
+        "fallback": False,
+        "repair": False,
+        "baseline": True,
+        "json_repair": False,
+    }
+    assert scored.expects_no_call is True
+
+
+def test_a_failed_request_is_wrong_in_every_mode() -> None:
+    """A stored request error scores as the error bucket and wrong in every mode."""
+    record = _record(CALL, "")
+    record.error = "ProviderError: context too long"
+    scored = score_output(record)
+    assert (scored.bucket, set(scored.correct.values())) == ("error", {False})
+
+
+def test_baseline_uses_native_calls_all_or_nothing() -> None:
+    """In server parse mode the baseline json.loads each native call; one bad call empties the answer."""
+    good = _record(CALL, "")
+    good.native_calls = [{"id": "a", "name": "get.weather", "arguments": '{"city": "Paris"}'}]
+    assert score_output(good).correct["baseline"] is True
+    bad = _record(CALL, "")
+    bad.native_calls = [
+        {"id": "a", "name": "get.weather", "arguments": '{"city": "Paris"}'},
+        {"id": "b", "name": "get.weather", "arguments": '{"city": "Paris",}'},
+    ]
+    assert score_output(bad).n_calls["baseline"] == 0
+
+
+def test_json_repair_reads_name_and_arguments_objects() -> None:
+    """json_repair recovers {name, arguments|parameters} objects, stringified arguments included."""
+    assert json_repair_calls('x {"name": "f", "parameters": {"a": 1}} y') == [("f", {"a": 1})]
+    assert json_repair_calls('[{"function": {"name": "g", "arguments": "{\\"b\\": 2}"}}]') == [("g", {"b": 2})]
+    assert json_repair_calls("no json here") == []
+
+
+def test_cell_key_round_trips_and_labels() -> None:
+    """A cell key parses back into the same cell; labels show model@quant and non-default modes."""
+    cell = Cell(backend="openrouter", model="qwen/qwen3-32b", quant="fp8", parse_mode="server", constrained=False)
+    assert Cell.from_key(cell.key) == cell
+    assert cell.key == "openrouter|qwen/qwen3-32b@fp8|server|free"
+    assert cell.label == "qwen/qwen3-32b@fp8 [server]"
+
+
+def test_bootstrap_rate_is_seeded_and_brackets_the_value() -> None:
+    """The bootstrap interval is the same on every call and contains the observed rate."""
+    outcomes = [True] * 30 + [False] * 70
+    first, second = rate(outcomes), rate(outcomes)
+    assert first == second
+    assert (first.k, first.n, first.value) == (30, 100, 0.3)
+    assert first.low < 0.3 < first.high
+    assert first.low > 0.2 and first.high < 0.4
+
+
+def test_paired_difference_is_exact_for_constant_differences() -> None:
+    """When every paired item differs by the same amount, the interval collapses onto it."""
+    a = {i: True for i in range(20)}
+    b = {i: i >= 10 for i in range(20)}
+    diff = paired_difference(a, b)
+    assert (diff.value, diff.n) == (0.5, 20)
+    assert diff.significant is True
+    assert paired_difference({1: True}, {2: True}).n == 0
+
+
+def test_pass_hat_k_uses_the_unbiased_estimator() -> None:
+    """pass^k averages C(c,k)/C(n,k) over cases: 2 of 3 successes give 1/3 at k=2."""
+    runs = {"a": [True, True, False], "b": [True, True, True]}
+    assert pass_hat_k(runs, 1) == pytest.approx((2 / 3 + 1) / 2)
+    assert pass_hat_k(runs, 2) == pytest.approx((1 / 3 + 1) / 2)
+    assert pass_hat_k(runs, 3) == pytest.approx(0.5)
