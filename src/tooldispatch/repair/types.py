@@ -2,8 +2,9 @@
 
 Only directions that cannot change meaning are taken: ``"5"`` → 5 for an integer, ``"5.5"`` → 5.5 for
 a number, ``5.0`` → 5 for an integer, ``"true"``/``"false"`` → booleans, a stringified object or array
-→ parsed when the schema wants one, and a single value → ``[value]`` when the schema wants an array of
-such values. A number is never turned into a string, nor a string into a number it does not spell.
+→ parsed when the schema wants one, a single value → ``[value]`` when the schema wants an array of such
+values, and a tuple (from Python-call syntax) → a list. A number is never turned into a string, nor a
+string into a number it does not spell.
 """
 
 from __future__ import annotations
@@ -129,4 +130,6 @@ def coerce(value: Any, wanted: str) -> tuple[str, Any] | None:
         return ("json_string" if wanted in ("object", "array") else "type"), new
     if wanted == "integer" and type(value) is float and math.isfinite(value) and value.is_integer():
         return "type", int(value)
+    if wanted == "array" and isinstance(value, tuple):
+        return "type", list(value)
     return None

@@ -13,7 +13,7 @@ from typing import Any
 
 from tooldispatch.repair.enums import fix_enum, in_enum
 from tooldispatch.repair.keys import plan_keys
-from tooldispatch.repair.types import allows_null, coerce, declared_types, resolve_ref, type_matches
+from tooldispatch.repair.types import allows_null, coerce, declared_types, json_type, resolve_ref, type_matches
 from tooldispatch.types import Repair, RepairLevel
 
 _MAX_DEPTH = 64
@@ -100,7 +100,7 @@ def _coerce(value: Any, schema: Mapping[str, Any], types: tuple[str, ...], path:
             kind, new = done
             walk.repairs.append(Repair(kind, path, value, new))
             return new
-    if "array" in types and not isinstance(value, list):
+    if "array" in types and json_type(value) not in ("array", "other"):
         items = resolve_ref(schema.get("items", {}), walk.root)
         item_types = declared_types(items) if isinstance(items, Mapping) else ()
         fits = not item_types or any(type_matches(value, t) for t in item_types)

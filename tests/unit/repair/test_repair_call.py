@@ -270,3 +270,11 @@ def test_two_wrong_keys_do_not_claim_one_property(tools: dict[str, ToolSpec]) ->
     result = repair_call("get_weather", {"Location": "Paris", "LOCATION": "Rome"}, tools, level="bounded")
     assert result.repairs == (Repair("key", "/Location", "Location", "location", 0),)
     assert result.bucket == "SchemaMismatch"
+
+
+def test_value_json_cannot_hold_is_not_wrapped(tools: dict[str, ToolSpec]) -> None:
+    """A set where an array is wanted is not wrapped into a list; validation rejects it."""
+    args = {"customer": {"id": 1}, "items": [], "tags": {"a"}}
+    result = repair_call("place_order", args, tools, level="bounded")
+    assert (result.ok, result.repairs) == (False, ())
+    assert result.error == "place_order: invalid arguments: /tags: expected array, got {'a'}"

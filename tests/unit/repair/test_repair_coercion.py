@@ -23,6 +23,7 @@ from tooldispatch.repair.types import allows_null, coerce, resolve_ref, type_mat
         ("False", "boolean", ("type", False)),
         ('{"a": 1}', "object", ("json_string", {"a": 1})),
         ("[1, 2]", "array", ("json_string", [1, 2])),
+        ((1, 2), "array", ("type", [1, 2])),
     ],
 )
 def test_lossless_coercions(value: Any, wanted: str, expected: tuple[str, Any]) -> None:
