@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tooldispatch.errors import ToolError
@@ -67,18 +65,6 @@ def test_seed_layout(world: DemoWorld) -> None:
         "driver_id": None,
     }
     assert world.count_effects() == 0
-
-
-def test_seed_file_is_not_reseeded(tmp_path: Path) -> None:
-    """Seeding an existing file keeps its state instead of adding a second layout."""
-    path = tmp_path / "world.db"
-    first = DemoWorld.seed(path)
-    first.assign_driver("d-north-1", "o-101")
-    first.close()
-    again = DemoWorld.seed(path)
-    assert again.get_order("o-101")["status"] == "assigned"
-    assert len(again.list_orders()["orders"]) == 9
-    assert again.count_effects("assign_driver") == 1
 
 
 def test_assign_and_unassign_are_audited(world: DemoWorld) -> None:
