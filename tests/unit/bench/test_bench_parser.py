@@ -118,3 +118,47 @@ def test_markdown_table() -> None:
     table.add_column("b")
     table.add_row("1", "2")
     assert markdown(table) == "**T**\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+
+
+def test_cli_prints_every_table_for_a_small_corpus(tmp_path: Path) -> None:
+    """``bench parser --markdown`` on a two-record corpus prints recovery, buckets, speed and the three ratios."""
+    from typer.testing import CliRunner
+
+    from tooldispatch.cli import app
+
+    good = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    sloppy = "<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Rome',}}</tool_call>"
+    corpus = _write(
+        tmp_path,
+        [
+            {
+                "id": "g",
+                "tools_ref": "weather",
+                "text": good,
+                "expected_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+            },
+            {
+                "id": "s",
+                "tools_ref": "weather",
+                "text": sloppy,
+                "expected_calls": [{"name": "get_weather", "arguments": {"city": "Rome"}}],
+            },
+        ],
+    )
+    result = CliRunner().invoke(app, ["bench", "parser", "--corpus", str(corpus), "--rounds", "1", "--markdown"])
+    assert result.exit_code == 0, result.output
+    assert "| tooldispatch: + repair | 2/2 | 100.0% | 2/2 | 0 |" in result.output
+    assert "| json.loads only (strict baseline) | 1/2 | 50.0% | 1/2 | 0 |" in result.output
+    for name in ("strict path / bare json.loads", "json_repair / full cascade, malformed", "StreamParser 1-char"):
+        assert name in result.output
+
+
+def test_cli_reports_a_missing_corpus(tmp_path: Path) -> None:
+    """Pointing ``--corpus`` at a directory without records exits with status 2 and says how to fix it."""
+    from typer.testing import CliRunner
+
+    from tooldispatch.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "parser", "--corpus", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "pass --corpus" in result.output
