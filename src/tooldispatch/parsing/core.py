@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.parsing._markers import for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.fallback import find_fallback
 from tooldispatch.parsing.formats import find_strict
@@ -74,18 +75,19 @@ def parse_tool_calls(
     specs = normalize_tools(tools)
     _check_repair(repair)
     text = text or ""
-    split = split_reasoning(text, reasoning_open=reasoning_open)
+    markers = scan_markers(text)
+    split = split_reasoning(text, reasoning_open=reasoning_open, markers=markers)
     content_view = split.view("content")
 
     natives = read_native_calls(native_calls or ())
-    outside = _find(content_view, specs, tool_format)
+    outside = _find(content_view, specs, tool_format, markers)
     native_keys = [_key(raw.name, raw.arguments) for raw, _ in natives]
     removed = [raw.span for raw in outside]
     outside = [raw for raw in outside if _key(raw.name, raw.arguments) not in native_keys or raw.name is None]
 
     inside: list[RawCall] = []
     if not natives and not outside and split.has_reasoning:
-        inside = _find(split.view("reasoning"), specs, tool_format)
+        inside = _find(split.view("reasoning"), specs, tool_format, markers)
 
     candidates: list[Candidate] = []
     calls: list[ToolCall] = []
@@ -128,11 +130,11 @@ def _check_repair(repair: RepairSpec) -> None:
             raise ConfigError(f"unknown repair level {level!r}; use 'bounded', 'lossless' or 'none'")
 
 
-def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str) -> list[RawCall]:
+def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str]) -> list[RawCall]:
     """Strict finders, then the fallback on what they left, in text order."""
-    if not view.strip():
+    if view.isspace() or not view:
         return []
-    strict = find_strict(view, tool_format)
+    strict = find_strict(view, tool_format, for_view(markers, view))
     try:
         fallback = find_fallback(view, specs, exclude=[raw.span for raw in strict])
     except (RecursionError, TimeoutError):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing.formats._common import NextFinder
 
 SegmentKind = Literal["content", "reasoning", "hidden"]
@@ -77,21 +78,25 @@ class ReasoningSplit:
         return "".join(self.text[s:e] if k == kind else " " * (e - s) for s, e, k in self.segments)
 
 
-def split_reasoning(text: str, *, reasoning_open: bool = False) -> ReasoningSplit:
+def split_reasoning(
+    text: str, *, reasoning_open: bool = False, markers: frozenset[str] | None = None
+) -> ReasoningSplit:
     """Split ``text`` into reasoning, content and markers.
 
     Args:
         text: the raw model output.
         reasoning_open: the prompt ended inside an opened reasoning block, so the output starts in it.
+        markers: what ``scan_markers(text)`` returned, when the caller already has it.
 
     Returns:
         The segments, with offsets into ``text``.
     """
+    present = scan_markers(text) if markers is None else markers
     segments: list[Segment] = [(0, len(text), "content")] if text else []
-    if _H_CHANNEL in text or _H_MESSAGE in text:
+    if _H_CHANNEL in present or _H_MESSAGE in present:
         segments = _refine(segments, lambda s, e, first: _split_harmony(text, s, e))
     for open_tag, close_tag in _TAG_PAIRS:
-        if open_tag in text or close_tag in text or reasoning_open:
+        if open_tag in present or close_tag in present or reasoning_open:
             segments = _refine(segments, _tag_splitter(text, open_tag, close_tag, reasoning_open))
     if reasoning_open and segments and not any(k == "reasoning" for _, _, k in segments):
         # No closer of any dialect: the whole output is still inside the opened block.

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import (
     deepseek,
@@ -33,7 +34,8 @@ class Format:
 
     Attributes:
         name: the name accepted by ``tool_format``.
-        markers: substrings of which at least one must appear for ``auto`` to run the finder.
+        markers: markers of ``tooldispatch.parsing._markers`` of which one must appear for ``auto`` to run
+            the finder.
         find: the finder.
     """
 
@@ -59,23 +61,22 @@ FORMATS: dict[str, Format] = {
     )
 }
 """Every strict format, in the order ties between overlapping finds are settled."""
-_ORDERED: tuple[Format, ...] = tuple(FORMATS.values())
+_AUTO: tuple[Format, ...] = (
+    # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body.
+    Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags),
+    *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
+)
 
 
-def select_formats(text: str, tool_format: str) -> list[Format]:
+def select_formats(text: str, tool_format: str, markers: frozenset[str] | None = None) -> list[Format]:
     """Return the finders to run: those whose markers appear (``auto``) or the one named.
 
     Raises:
         ConfigError: ``tool_format`` is neither ``auto`` nor a known format.
     """
     if tool_format == "auto":
-        selected: list[Format] = []
-        for candidate in _ORDERED:
-            for marker in candidate.markers:
-                if marker in text:
-                    selected.append(candidate)
-                    break
-        return selected
+        present = scan_markers(text) if markers is None else markers
+        return [f for f in _AUTO if not present.isdisjoint(f.markers)]
     named = FORMATS.get(tool_format)
     if named is None:
         known = ", ".join(["auto", *FORMATS])
@@ -83,7 +84,7 @@ def select_formats(text: str, tool_format: str) -> list[Format]:
     return [named]
 
 
-def find_strict(text: str, tool_format: str = "auto") -> list[RawCall]:
+def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | None = None) -> list[RawCall]:
     """Run the selected finders and keep non-overlapping finds, in text order.
 
     Echoed tool declarations (arguments that are a JSON Schema) are dropped. Where two formats claim
@@ -91,7 +92,7 @@ def find_strict(text: str, tool_format: str = "auto") -> list[RawCall]:
     format listed first in ``FORMATS``) wins; finds of one format never conflict with each other.
     """
     found: list[tuple[int, int, int, RawCall]] = []
-    for rank, fmt in enumerate(select_formats(text, tool_format)):
+    for rank, fmt in enumerate(select_formats(text, tool_format, markers)):
         try:
             calls = fmt.find(text)
         except (RecursionError, TimeoutError):

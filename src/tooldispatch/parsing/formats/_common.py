@@ -48,6 +48,7 @@ PLACEHOLDER_NAMES = frozenset(
         "example_tool",
     }
 )
+_PLACEHOLDER_MAX = 400
 _PLACEHOLDER_MARKS = ("<function-name>", "<args-json-object>", "{...}", "{{", "<tool-name>", "<function_name>")
 
 
@@ -144,18 +145,20 @@ def match_name(text: str, pos: int) -> str | None:
 
 def strip_fence(body: str) -> tuple[str, bool]:
     """Remove one Markdown code fence around ``body``; report whether there was one."""
-    stripped = body.strip()
-    if not stripped.startswith("```"):
+    if not body.startswith("```", skip_ws(body, 0)):
         return body, False
-    m = _FENCE.match(stripped)
+    m = _FENCE.match(body.strip())
     return (m.group(1), True) if m else (body, False)
 
 
 def is_placeholder(name: str | None, body: str = "") -> bool:
-    """True for names and bodies copied from a prompt's format description, which are never calls."""
+    """True for names and bodies copied from a prompt's format description, which are never calls.
+
+    Only short bodies are looked at: a format example is a line or two, a real call may be long.
+    """
     if name is not None and (name.strip().lower() in PLACEHOLDER_NAMES or name.strip().startswith(("<", "{"))):
         return True
-    return any(mark in body for mark in _PLACEHOLDER_MARKS)
+    return len(body) <= _PLACEHOLDER_MAX and any(mark in body for mark in _PLACEHOLDER_MARKS)
 
 
 _SCHEMA_KEYS = frozenset(
@@ -393,8 +396,7 @@ def calls_from_payload(
     truncated: bool = False,
 ) -> list[RawCall]:
     """Like ``call_from_json_text``, but a JSON list of call objects gives one ``RawCall`` each."""
-    stripped = payload.lstrip()
-    if stripped.startswith("["):
+    if payload.startswith("[", skip_ws(payload, 0)):
         decoded = decode_json(payload)
         if decoded.error is None and isinstance(decoded.value, list) and decoded.value:
             out = []
@@ -433,7 +435,8 @@ def tool_call_body_kind(text: str, start: int, end: int) -> str:
         return "qwen3_coder"
     if text.startswith("<invoke", first):
         return "xml_invoke"
-    if text.find("<arg_key>", start, end) >= 0 or _IDENT_ONLY.match(text, start, end):
+    # GLM writes the name and then the first pair; a name is short, so only the head is searched.
+    if text.find("<arg_key>", start, min(end, first + 200)) >= 0 or _IDENT_ONLY.match(text, start, end):
         return "glm"
     if text.startswith(("{", "[", "```"), first):
         return "hermes"

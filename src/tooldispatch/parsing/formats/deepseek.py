@@ -33,7 +33,7 @@ from tooldispatch.parsing.formats._common import (
 
 FORMAT_V3 = "deepseek_v3"
 FORMAT_V31 = "deepseek_v31"
-MARKERS: tuple[str, ...] = ("call▁begin", "call_begin", "call begin", "calls▁begin", "calls_begin")
+MARKERS: tuple[str, ...] = ("<|tool", "<｜tool")
 _TIMEOUT_S = 1.0
 
 

@@ -15,6 +15,7 @@ from tooldispatch.parsing.formats._common import (
     FIX_UNCLOSED,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
+    Block,
     NextFinder,
     is_placeholder,
     iter_blocks,
@@ -33,48 +34,59 @@ _VALUE_OPEN, _VALUE_CLOSE = "<arg_value>", "</arg_value>"
 def find(text: str) -> list[RawCall]:
     """Find every GLM ``<tool_call>`` block."""
     out: list[RawCall] = []
-    finders = _Finders(
-        NextFinder(text, _KEY_OPEN),
-        NextFinder(text, _KEY_CLOSE),
-        NextFinder(text, _VALUE_OPEN),
-        NextFinder(text, _VALUE_CLOSE),
-    )
+    finders = Finders.over(text)
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
-        if tool_call_body_kind(text, block.body_start, block.body_end) != FORMAT:
-            continue
-        first_key = finders.key_open.find(block.body_start, block.body_end)
-        head_end = block.body_end if first_key < 0 else first_key
-        name = text[block.body_start : head_end].strip()
-        if not name or is_placeholder(name):
-            continue
-        args, cut = _pairs(text, head_end, block.body_end, finders)
-        fixes: tuple[str, ...] = () if block.closed else (FIX_UNCLOSED,)
-        if cut:
-            fixes = (*fixes, FIX_INCOMPLETE)
-        out.append(
-            make_call(
-                text,
-                (block.start, block.end),
-                FORMAT,
-                name,
-                arguments=args,
-                arguments_text=text[head_end : block.body_end],
-                fixes=fixes,
-                truncated=block.at_end,
-            )
-        )
+        if tool_call_body_kind(text, block.body_start, block.body_end) == FORMAT:
+            call = read_block(text, block, finders)
+            if call is not None:
+                out.append(call)
     return out
 
 
 @dataclass(frozen=True, slots=True)
-class _Finders:
+class Finders:
+    """Forward searches for the four pair tags, shared by every block of one text."""
+
     key_open: NextFinder
     key_close: NextFinder
     value_open: NextFinder
     value_close: NextFinder
 
+    @classmethod
+    def over(cls, text: str) -> Finders:
+        """Make the searches for ``text``."""
+        return cls(
+            NextFinder(text, _KEY_OPEN),
+            NextFinder(text, _KEY_CLOSE),
+            NextFinder(text, _VALUE_OPEN),
+            NextFinder(text, _VALUE_CLOSE),
+        )
 
-def _pairs(text: str, pos: int, end: int, f: _Finders) -> tuple[dict[str, Any], bool]:
+
+def read_block(text: str, block: Block, finders: Finders) -> RawCall | None:
+    """Read one GLM ``<tool_call>`` block (``None`` for a placeholder name)."""
+    first_key = finders.key_open.find(block.body_start, block.body_end)
+    head_end = block.body_end if first_key < 0 else first_key
+    name = text[block.body_start : head_end].strip()
+    if not name or is_placeholder(name):
+        return None
+    args, cut = _pairs(text, head_end, block.body_end, finders)
+    fixes: tuple[str, ...] = () if block.closed else (FIX_UNCLOSED,)
+    if cut:
+        fixes = (*fixes, FIX_INCOMPLETE)
+    return make_call(
+        text,
+        (block.start, block.end),
+        FORMAT,
+        name,
+        arguments=args,
+        arguments_text=text[head_end : block.body_end],
+        fixes=fixes,
+        truncated=block.at_end,
+    )
+
+
+def _pairs(text: str, pos: int, end: int, f: Finders) -> tuple[dict[str, Any], bool]:
     """Read ``<arg_key>/<arg_value>`` pairs; report whether the last one was cut off."""
     args: dict[str, Any] = {}
     while True:

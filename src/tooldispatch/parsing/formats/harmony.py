@@ -23,8 +23,8 @@ from tooldispatch.parsing.formats._common import (
 )
 
 FORMAT = "harmony"
-MARKERS: tuple[str, ...] = ("to=",)
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
+MARKERS: tuple[str, ...] = (CHANNEL, START)
 END_TOKENS: tuple[str, ...] = ("<|call|>", "<|end|>", "<|return|>")
 _MAX_HEADER = 512
 # Linear: a literal then one bounded character class.

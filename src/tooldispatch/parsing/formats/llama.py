@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from tooldispatch.parsing._markers import JSON_START
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import pythonic
 from tooldispatch.parsing.formats._common import (
@@ -28,7 +29,7 @@ FORMAT_LLAMA3 = "llama3_json"
 FORMAT_LLAMA4 = "llama4"
 PYTHON_TAG = "<|python_tag|>"
 PY_START, PY_END = "<|python_start|>", "<|python_end|>"
-MARKERS_LLAMA3: tuple[str, ...] = (PYTHON_TAG, '"name"')
+MARKERS_LLAMA3: tuple[str, ...] = (PYTHON_TAG, JSON_START)
 MARKERS_LLAMA4: tuple[str, ...] = (PY_START,)
 _END_TOKENS = ("<|eom_id|>", "<|eot_id|>")
 

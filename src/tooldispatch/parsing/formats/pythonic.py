@@ -11,11 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tooldispatch.parsing._markers import PY_LIST
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import balanced_end, make_call, match_name, skip_ws
 
 FORMAT = "pythonic"
-MARKERS: tuple[str, ...] = ("[",)
+MARKERS: tuple[str, ...] = (PY_LIST,)
 
 # Linear: anchored at a line start, no nested quantifiers.
 _LIST_START = re.compile(r"^[ \t]*\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(", re.MULTILINE)
