@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,8 @@ class DispatchBench:
         read_only: the no-op read-only tool.
         side_effecting: the no-op side-effecting tool with a durable idempotency record.
         throughput: concurrent sessions.
+        thread_hop: the bare no-op run in a worker thread and waited for (``submit(...).result()``): the
+            floor under any dispatch of a sync tool, which runs in a worker thread so its timer can fire.
         store: what backed the dispatcher (``temp file`` for all variants).
         python: the interpreter version.
     """
@@ -107,6 +110,7 @@ class DispatchBench:
     read_only: Overhead
     side_effecting: Overhead
     throughput: Throughput
+    thread_hop: Timing
     store: str
     python: str
 
@@ -124,6 +128,7 @@ class DispatchBench:
                 "meets_target": o.meets_target,
             }
         out["throughput"] = asdict(self.throughput)
+        out["thread_hop"] = asdict(self.thread_hop)
         return out
 
 
@@ -223,6 +228,8 @@ def run_dispatch_bench(
                 _expect_ok(dispatcher.dispatch("noop", {}, session_id="bench-ro"), "read-only")
 
             disp_ro = _time_calls("dispatch noop (read-only)", ro, iterations, warm)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                hop = _time_calls("noop() in a worker thread", lambda i: pool.submit(noop).result(), iterations, warm)
 
             warm_se = max(20, side_effect_iterations // 10)
             bare_se = _time_calls("bare record()", record, side_effect_iterations, warm_se)
@@ -240,6 +247,7 @@ def run_dispatch_bench(
         read_only=Overhead(bare_ro, disp_ro, READ_ONLY_TARGET_US),
         side_effecting=Overhead(bare_se, disp_se, SIDE_EFFECT_TARGET_US),
         throughput=throughput,
+        thread_hop=hop,
         store="SQLite file (WAL, synchronous=NORMAL) in a temp folder",
         python=platform.python_version(),
     )

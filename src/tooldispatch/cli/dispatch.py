@@ -98,12 +98,12 @@ def trace_show(
     st = _open(store)
     try:
         trace = _find_trace(st, trace_id)
-        full = st.fetchone("SELECT content FROM trace_results WHERE trace_id = ?", [trace.id]) if result else None
+        full = State(st).full_result(trace.id) if result else None
     finally:
         st.close()
     out: dict[str, Any] = trace.to_otel() if otel else trace.to_dict()
     if result:
-        out = {"trace": out, "result": full[0] if full else None}
+        out = {"trace": out, "result": full}
     typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
 
 
@@ -312,6 +312,12 @@ def bench_dispatch(
             "[green]meets[/]" if o.meets_target else "[red]misses[/]",
         )
     console.print(table)
+    hop = result.thread_hop
+    console.print(
+        f"floor for sync tools (a no-op run in a worker thread and awaited): median {hop.median_us:.1f} µs, "
+        f"p95 {hop.p95_us:.1f} µs",
+        highlight=False,
+    )
     tp = result.throughput
     t2 = Table(title=f"throughput with {tp.sessions} concurrent sessions ({tp.calls} calls)")
     for col in ("variant", "calls/s"):
