@@ -18,7 +18,7 @@ from tooldispatch.parsing.formats import find_strict
 from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, missing_closers
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
-from tooldispatch.repair import repair_call, resolve_name
+from tooldispatch.repair import RepairResult, repair_call, resolve_name
 from tooldispatch.toolspec import ToolsInput, ToolSpec, normalize_tools
 from tooldispatch.types import (
     FLAG_IN_REASONING,
@@ -92,11 +92,13 @@ def parse_tool_calls(
     candidates: list[Candidate] = []
     calls: list[ToolCall] = []
     used_ids = {ident for _, ident in natives if ident is not None}
+    # A model stuck in a loop repeats one call many times: repair and validate each distinct call once.
+    repaired: dict[tuple[str | None, str, str], RepairResult] = {}
     entries: list[tuple[RawCall, str | None, frozenset[str]]] = [(raw, ident, frozenset()) for raw, ident in natives]
     entries += [(raw, None, frozenset()) for raw in outside]
     entries += [(raw, None, frozenset({FLAG_IN_REASONING})) for raw in inside]
     for raw, ident, flags in entries:
-        candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags)
+        candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags, repaired)
         candidates.append(candidate)
         if candidate.accepted and resolved is not None and candidate.arguments is not None:
             calls.append(_to_call(candidate, resolved, ident, len(calls), used_ids))
@@ -163,6 +165,7 @@ def _evaluate(
     repair: RepairSpec,
     finish_reason: str | None,
     flags: frozenset[str],
+    cache: dict[tuple[str | None, str, str], RepairResult],
 ) -> tuple[Candidate, str | None]:
     """Bucket one RawCall; also return the declared name it resolved to when accepted."""
     tolerances = tuple(Repair("wrapper" if fix in _WRAPPER_FIXES else "json", "", fix, None) for fix in raw.lenient)
@@ -190,7 +193,10 @@ def _evaluate(
             "send the arguments as one JSON object.",
         )
     level = _level_for(raw.name, specs, repair)
-    result = repair_call(raw.name, raw.arguments, specs, level=level)
+    key = (raw.name, level, repr(raw.arguments))
+    result = cache.get(key)
+    if result is None:
+        result = cache[key] = repair_call(raw.name, raw.arguments, specs, level=level)
     if not result.ok:
         bucket: Bucket = result.bucket or "SchemaMismatch"
         return _rejected(
