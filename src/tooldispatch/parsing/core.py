@@ -193,10 +193,19 @@ def _evaluate(
             "send the arguments as one JSON object.",
         )
     level = _level_for(raw.name, specs, repair)
-    key = (raw.name, level, repr(raw.arguments))
-    result = cache.get(key)
-    if result is None:
-        result = cache[key] = repair_call(raw.name, raw.arguments, specs, level=level)
+    try:
+        key = (raw.name, level, repr(raw.arguments))
+        result = cache.get(key)
+        if result is None:
+            result = cache[key] = repair_call(raw.name, raw.arguments, specs, level=level)
+    except RecursionError:
+        return _rejected(
+            common,
+            stage=found_stage,
+            bucket="SchemaMismatch",
+            repairs=tolerances,
+            error=f"the arguments of {raw.name or 'this call'} are nested too deeply to check; send a flatter object.",
+        )
     if not result.ok:
         bucket: Bucket = result.bucket or "SchemaMismatch"
         return _rejected(
