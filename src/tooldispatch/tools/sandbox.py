@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tooldispatch.errors import ConfigError, ToolError
+
+if TYPE_CHECKING:
+    from tooldispatch.dispatch import Registry
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_ENTRIES = 1000
@@ -139,3 +142,26 @@ class Workspace:
                 entry["size"] = info.st_size
             entries.append(entry)
         return {"path": self._display(real), "entries": entries, "truncated": len(names) > self.max_entries}
+
+
+def register_workspace(registry: Registry, workspace: Workspace) -> Registry:
+    """Register ``read_file`` and ``list_dir`` over ``workspace`` as read-only, concurrency-safe tools.
+
+    Args:
+        registry: where to register them.
+        workspace: the folder they are confined to.
+
+    Returns:
+        The same registry.
+    """
+    for name in ("read_file", "list_dir"):
+        registry.register(
+            name,
+            getattr(workspace, name),
+            read_only=True,
+            concurrency_safe=True,
+            source="tooldispatch.tools.sandbox",
+            version="1",
+            timeout_s=10,
+        )
+    return registry

@@ -13,10 +13,13 @@ import ipaddress
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from tooldispatch.errors import ToolError
+
+if TYPE_CHECKING:
+    from tooldispatch.dispatch import Registry
 
 Resolver = Callable[[str, int], list[str]]
 """Maps ``(host, port)`` to the IP addresses a connection could reach."""
@@ -209,3 +212,26 @@ class Fetcher:
                 "truncated": truncated,
             }
         raise ToolError(f"more than {self.max_redirects} redirects starting at {url}", retryable=False)
+
+
+def register_fetcher(registry: Registry, fetcher: Fetcher | None = None) -> Registry:
+    """Register ``fetch_url`` as a read-only, concurrency-safe tool.
+
+    Args:
+        registry: where to register it.
+        fetcher: the fetcher to use; one with the default policy (public hosts only) when omitted.
+
+    Returns:
+        The same registry.
+    """
+    fetcher = fetcher if fetcher is not None else Fetcher()
+    registry.register(
+        "fetch_url",
+        fetcher.fetch_url,
+        read_only=True,
+        concurrency_safe=True,
+        source="tooldispatch.tools.web",
+        version="1",
+        timeout_s=fetcher.timeout_s * (fetcher.max_redirects + 1) + 1,
+    )
+    return registry

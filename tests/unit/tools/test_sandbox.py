@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -162,3 +163,21 @@ def test_bad_root(tmp_path: Path) -> None:
     """A workspace that is not an existing folder is a configuration error."""
     with pytest.raises(ConfigError, match=r"is not an existing directory"):
         Workspace(tmp_path / "missing")
+
+
+def test_dispatched_escape_is_a_permanent_tool_error(layout: tuple[Path, Path]) -> None:
+    """Through the dispatcher, an escape attempt is one attempt, not retried, and the model is told why."""
+    from tooldispatch.dispatch import Dispatcher, Registry
+    from tooldispatch.tools.sandbox import register_workspace
+
+    d = Dispatcher(register_workspace(Registry(), Workspace(layout[0])), store=":memory:")
+    result = d.dispatch("read_file", {"path": "../secret.txt"}, session_id="s")
+    envelope = json.loads(result.content)
+    assert (result.status, result.reason, result.trace.attempts) == ("error", "tool_error", 1)
+    assert envelope["message"] == (
+        "read_file failed: '../secret.txt' resolves outside the workspace; only files under the workspace can be "
+        "read (status 403)"
+    )
+    listing = d.dispatch("list_dir", {}, session_id="s")
+    assert [e["name"] for e in json.loads(listing.content)["entries"]] == ["hello.txt", "notes"]
+    d.close()

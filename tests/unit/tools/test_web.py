@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 
 import pytest
 
@@ -118,3 +119,21 @@ def test_check_pins_address() -> None:
     """check() returns the address the connection will use, so a second DNS answer cannot redirect it."""
     fetcher = Fetcher(resolver=lambda host, port: ["93.184.216.34"])
     assert fetcher.check("https://example.com/a?b=1") == ("https", "example.com", 443, "/a?b=1", "93.184.216.34")
+
+
+def test_dispatched_refusal_not_retried() -> None:
+    """Through the dispatcher, a refused address is reported once as a permanent tool error."""
+    from tooldispatch.dispatch import Dispatcher, Registry
+    from tooldispatch.tools.web import register_fetcher
+
+    registry = register_fetcher(Registry(), Fetcher(resolver=lambda host, port: ["169.254.169.254"]))
+    assert registry["fetch_url"].parallel_safe is True
+    d = Dispatcher(registry, store=":memory:")
+    result = d.dispatch("fetch_url", {"url": "http://metadata.internal/latest"}, session_id="s")
+    envelope = json.loads(result.content)
+    assert (result.status, result.reason, result.trace.attempts) == ("error", "tool_error", 1)
+    assert envelope["message"] == (
+        "fetch_url failed: refused to fetch 'metadata.internal': it resolves to 169.254.169.254, a link-local "
+        "address; only public hosts can be fetched (status 403)"
+    )
+    d.close()
