@@ -196,3 +196,9 @@ def test_gemma_negatives() -> None:
     assert gemma.find('```python\nget_weather(city="Paris")\n```') == []
     found = gemma.find("```tool_code\nx = 1\n```")
     assert [(c.name, c.decode_error) for c in found] == [("x", "not a Python call")]
+
+
+def test_llama3_several_python_tags() -> None:
+    """Each <|python_tag|> payload is read, so calls emitted one after another all count."""
+    text = '<|python_tag|>{"name": "a", "parameters": {}}<|eom_id|><|python_tag|>{"name": "b", "parameters": {}}'
+    assert [c.name for c in llama.find_llama3(text)] == ["a", "b"]

@@ -38,7 +38,13 @@ def find_llama3(text: str) -> list[RawCall]:
     """Find Llama 3.x JSON calls: after ``<|python_tag|>``, or as the whole output."""
     tag = text.find(PYTHON_TAG)
     if tag >= 0:
-        return _calls_after(text, tag, tag + len(PYTHON_TAG), require_name=False)
+        out: list[RawCall] = []
+        while tag >= 0:
+            calls = _calls_after(text, tag, tag + len(PYTHON_TAG), require_name=False)
+            out.extend(calls)
+            after = calls[-1].span[1] if calls else tag + len(PYTHON_TAG)
+            tag = text.find(PYTHON_TAG, max(after, tag + len(PYTHON_TAG)))
+        return out
     first = skip_ws(text, 0)
     if not text.startswith("{", first):
         return []
