@@ -1,0 +1,117 @@
+"""A live terminal view of an agent run, fed by the loop's observer events (``rich``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tooldispatch.agent.loop import AgentEvent, CallDispatched, ModelStreamed, RunEnded, TurnParsed, TurnStarted
+from tooldispatch.agent.records import AgentRun
+from tooldispatch.backends.base import ContentDelta, ReasoningDelta, ReasoningEnd
+from tooldispatch.types import Candidate
+
+_BUCKET_STYLE = {
+    "ok_strict": "green",
+    "ok_fallback": "green",
+    "repaired": "yellow",
+}
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _candidate_line(cand: Candidate) -> Text:
+    style = _BUCKET_STYLE.get(cand.bucket, "red")
+    line = Text("  ◆ ", style=style)
+    line.append(f"{cand.name or '?'}", style="bold")
+    if cand.arguments is not None:
+        line.append(f" {_short(cand.arguments)}")
+    line.append(f"  [{cand.bucket} · {cand.stage} · {cand.format}]", style=style)
+    for flag in sorted(cand.flags):
+        line.append(f" {flag}", style="magenta")
+    for rep in cand.repairs:
+        line.append(
+            f"\n      repaired {rep.kind} {rep.path or '(name)'}: {rep.before!r} → {rep.after!r}", style="yellow"
+        )
+        if rep.distance:
+            line.append(f" (distance {rep.distance})", style="yellow")
+    if cand.error and not cand.accepted:
+        line.append(f"\n      rejected: {_short(cand.error, 300)}", style="red")
+    return line
+
+
+class LiveView:
+    """Prints a run as it happens: reasoning dimmed, content, each call with its parse stage and
+    repairs, each dispatch with its status and time, and a summary at the end."""
+
+    def __init__(self, console: Console | None = None, *, show_stream: bool = True) -> None:
+        self.console = console or Console(highlight=False)
+        self.show_stream = show_stream
+        self._in_reasoning = False
+
+    def __call__(self, event: AgentEvent) -> None:
+        c = self.console
+        if isinstance(event, TurnStarted):
+            c.rule(f"turn {event.index + 1}", style="dim")
+        elif isinstance(event, ModelStreamed) and self.show_stream:
+            ev = event.event
+            if isinstance(ev, ReasoningDelta):
+                self._in_reasoning = True
+                c.print(Text(ev.text, style="dim italic"), end="")
+            elif isinstance(ev, ReasoningEnd) and self._in_reasoning:
+                self._in_reasoning = False
+                c.print()
+            elif isinstance(ev, ContentDelta):
+                c.print(Text(ev.text), end="")
+        elif isinstance(event, TurnParsed):
+            c.print()
+            outcome = event.outcome
+            finish = event.completion.finish_reason
+            head = Text(f"parsed: {len(outcome.calls)} call(s), stage {outcome.stage}", style="cyan")
+            head.append(f", finish {finish}", style="dim")
+            head.append(f", model {event.completion.model_s:.2f} s", style="dim")
+            if event.completion.reasoning_s:
+                head.append(f", reasoning {event.completion.reasoning_s:.2f} s", style="dim")
+            c.print(head)
+            for cand in outcome.candidates:
+                c.print(_candidate_line(cand))
+        elif isinstance(event, CallDispatched):
+            r = event.run.result
+            style = {"ok": "green", "awaiting_approval": "yellow"}.get(r.status, "red")
+            line = Text("  → dispatch ", style="dim")
+            line.append(event.run.call.name, style="bold")
+            line.append(f": {r.status}", style=style)
+            if r.reason:
+                line.append(f" ({r.reason})", style=style)
+            line.append(f"  {event.run.tool_s * 1000:.1f} ms", style="dim")
+            line.append(f"\n      {_short(r.content, 240)}", style="dim")
+            c.print(line)
+        elif isinstance(event, RunEnded):
+            c.print()
+            c.print(summary_table(event.run))
+
+
+def summary_table(run: AgentRun) -> Table:
+    """A one-screen summary of a run: how it ended, what the parser and the dispatcher did, clocks."""
+    s = run.summary()
+    table = Table(title="run summary", show_header=False, title_style="bold")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("ended", f"{s['end']}" + (f": {run.error}" if run.error else ""))
+    table.add_row("turns", str(s["turns"]))
+    table.add_row("call candidates", str(s["candidates"]))
+    table.add_row("by bucket", ", ".join(f"{k} {v}" for k, v in sorted(s["buckets"].items())) or "none")
+    table.add_row("repairs applied", str(s["repairs"]))
+    table.add_row("dispatch", ", ".join(f"{k} {v}" for k, v in sorted(s["dispatch"].items())) or "nothing ran")
+    table.add_row("model time", f"{s['model_s']:.2f} s (reasoning {s['reasoning_s']:.2f} s)")
+    table.add_row("tool time", f"{s['tool_s']:.3f} s")
+    table.add_row("loop overhead", f"{s['overhead_s'] * 1000:.1f} ms of {s['wall_s']:.2f} s wall")
+    if run.final_answer:
+        table.add_row("final answer", _short(run.final_answer, 300))
+    return table

