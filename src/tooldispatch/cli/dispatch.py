@@ -44,6 +44,9 @@ def _iso(ts: float) -> str:
 
 
 def _find_trace(store: Store, trace_id: str) -> DispatchTrace:
+    if not trace_id or any(c not in "0123456789abcdef" for c in trace_id):
+        typer.echo(f"{trace_id!r} is not a trace id; ids are hexadecimal, as 'tooldispatch trace list' shows", err=True)
+        raise typer.Exit(1)
     rows = store.fetchall("SELECT data FROM traces WHERE id LIKE ? ORDER BY id LIMIT 2", [trace_id + "%"])
     if not rows:
         typer.echo(f"no trace {trace_id!r}; run 'tooldispatch trace list' to see the ids", err=True)
@@ -61,7 +64,11 @@ def trace_list(
     limit: Annotated[int, typer.Option(min=1, help="The most recent N traces.")] = 50,
     otel: OtelOpt = False,
 ) -> None:
-    """List the most recent dispatch traces, oldest first."""
+    """List the most recent dispatch traces, oldest first.
+
+    Read-only calls' traces are written in batches: a running dispatcher's latest ones appear here after
+    its next batch write, its ``flush()`` or its ``close()``.
+    """
     st = _open(store)
     try:
         traces = State(st).traces(session_id=session, tool=tool, limit=limit)

@@ -114,6 +114,13 @@ def test_trace_show_unknown(setup: Setup) -> None:
     assert out.output == "no trace 'zzzz'; run 'tooldispatch trace list' to see the ids\n"
 
 
+def test_trace_show_rejects_non_hex(setup: Setup) -> None:
+    """An id with characters that are not hexadecimal is refused before any lookup."""
+    out = runner.invoke(app, ["trace", "show", "%", "--store", str(setup.state)])
+    assert out.exit_code == 1
+    assert out.output == "'%' is not a trace id; ids are hexadecimal, as 'tooldispatch trace list' shows\n"
+
+
 def test_missing_store(tmp_path: Path) -> None:
     """A state file that does not exist is not created; the command exits 2 with the fix."""
     missing = tmp_path / "nope.db"
