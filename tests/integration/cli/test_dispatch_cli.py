@@ -109,9 +109,9 @@ def test_trace_show_full_result(setup: Setup) -> None:
 
 def test_trace_show_unknown(setup: Setup) -> None:
     """An unknown id exits 1 and says how to find ids."""
-    out = runner.invoke(app, ["trace", "show", "zzzz", "--store", str(setup.state)])
+    out = runner.invoke(app, ["trace", "show", "ffff0000", "--store", str(setup.state)])
     assert out.exit_code == 1
-    assert out.output == "no trace 'zzzz'; run 'tooldispatch trace list' to see the ids\n"
+    assert out.output == "no trace 'ffff0000'; run 'tooldispatch trace list' to see the ids\n"
 
 
 def test_trace_show_rejects_non_hex(setup: Setup) -> None:
