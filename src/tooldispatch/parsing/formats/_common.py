@@ -26,8 +26,6 @@ FIX_FLATTENED = "flattened_arguments"
 FIX_FENCE = "fence"
 """Fix recorded when a Markdown code fence wrapped a payload that should be bare."""
 
-_JSON_DECODER = json.JSONDecoder()
-
 # Linear: each alternative starts with a different character, string bodies cannot overlap.
 _DQ_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]()]', re.DOTALL)
 _PY_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|[{}\[\]()]', re.DOTALL)
@@ -85,10 +83,18 @@ def decode_json(text: str) -> Decoded:
     return Decoded(result.value, fixes=fixes, complete=result.complete)
 
 
-def raw_decode_at(text: str, pos: int) -> tuple[Any, int] | None:
-    """Decode one strict JSON value starting at ``pos``; return it and its end, or ``None``."""
+def raw_decode_at(text: str, pos: int, limit: int | None = None) -> tuple[Any, int] | None:
+    """Decode one strict JSON object or array starting at ``pos``; return it and its end, or ``None``.
+
+    The value's extent is found first with the bracket scanner and only that slice is decoded:
+    ``json``'s own error path counts lines from the start of the text, which would make many
+    failed attempts over one long text quadratic.
+    """
+    end = balanced_end(text, pos, limit=limit)
+    if end < 0:
+        return None
     try:
-        return _JSON_DECODER.raw_decode(text, pos)
+        return json.loads(text[pos:end]), end
     except (ValueError, RecursionError):
         return None
 

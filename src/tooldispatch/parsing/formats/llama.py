@@ -40,7 +40,9 @@ def find_llama3(text: str) -> list[RawCall]:
     if tag >= 0:
         out: list[RawCall] = []
         while tag >= 0:
-            calls = _calls_after(text, tag, tag + len(PYTHON_TAG), require_name=False)
+            nxt = text.find(PYTHON_TAG, tag + len(PYTHON_TAG))
+            limit = len(text) if nxt < 0 else nxt
+            calls = _calls_after(text, tag, tag + len(PYTHON_TAG), require_name=False, limit=limit)
             out.extend(calls)
             after = calls[-1].span[1] if calls else tag + len(PYTHON_TAG)
             tag = text.find(PYTHON_TAG, max(after, tag + len(PYTHON_TAG)))
@@ -48,23 +50,25 @@ def find_llama3(text: str) -> list[RawCall]:
     first = skip_ws(text, 0)
     if not text.startswith("{", first):
         return []
-    calls = _calls_after(text, first, first, require_name=True)
+    calls = _calls_after(text, first, first, require_name=True, limit=len(text))
     # The whole output must be calls; JSON followed by prose is left to the fallback stage.
     if calls and skip_ws(text, calls[-1].span[1]) < len(text):
         return []
     return calls
 
 
-def _calls_after(text: str, start: int, pos: int, *, require_name: bool) -> list[RawCall]:
+def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: int) -> list[RawCall]:
+    """Read JSON calls from ``pos`` up to ``limit`` (the next ``<|python_tag|>`` or the end)."""
     out: list[RawCall] = []
-    n = len(text)
-    i = skip_ws(text, pos)
+    n = limit
+    at_end = limit == len(text)
+    i = skip_ws(text, pos, n)
     if i < n and text[i] not in "{[":
-        return _python_after(text, start, i)
+        return _python_after(text, start, i, limit)
     while i < n and text[i] in "{[":
         span_start = start if not out else out[-1].span[1]
-        done = raw_decode_at(text, i)
-        if done is not None:
+        done = raw_decode_at(text, i, n)
+        if done is not None and done[1] <= n:
             value, end = done
             items = value if isinstance(value, list) else [value]
             for item in items:
@@ -84,34 +88,33 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool) -> list
                     )
                 )
         else:
-            end = balanced_end(text, i)
+            end = balanced_end(text, i, limit=n)
             cut = end < 0
             end = n if cut else end
-            calls = calls_from_payload(text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut)
+            calls = calls_from_payload(text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut and at_end)
             if require_name and any(c.name is None for c in calls):
                 return []
             out.extend(calls)
-        i = skip_ws(text, end)
+        i = skip_ws(text, end, n)
         if i < n and text[i] == ";":
-            i = skip_ws(text, i + 1)
+            i = skip_ws(text, i + 1, n)
         for token in _END_TOKENS:
             if text.startswith(token, i):
                 out[-1] = _with_end(text, out[-1], i + len(token))
-                i = skip_ws(text, i + len(token))
+                i = skip_ws(text, i + len(token), n)
     return [c for c in out if not is_placeholder(c.name)]
 
 
-def _python_after(text: str, start: int, i: int) -> list[RawCall]:
+def _python_after(text: str, start: int, i: int, limit: int) -> list[RawCall]:
     """``<|python_tag|>brave_search.call(query="x")``: a built-in tool call written as Python."""
-    paren = text.find("(", i)
+    paren = text.find("(", i, min(limit, i + 200))
     if paren < 0:
         return []
-    end = balanced_end(text, paren, python=True)
+    end = balanced_end(text, paren, python=True, limit=limit)
     if end < 0:
         name = text[i:paren].strip()
-        return [
-            make_call(text, (start, len(text)), FORMAT_LLAMA3, name, decode_error="call not closed", truncated=True)
-        ]
+        cut = limit == len(text)
+        return [make_call(text, (start, limit), FORMAT_LLAMA3, name, decode_error="call not closed", truncated=cut)]
     calls = pythonic.parse_python_calls(text[i:end])
     if not calls:
         return []

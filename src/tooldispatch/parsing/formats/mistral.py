@@ -60,7 +60,7 @@ def _json_payload(text: str, token: int, p: int, region: int) -> tuple[list[RawC
     i = skip_ws(text, p + 1, limit)
     while i < limit and text[i] != "]":
         start = token if not out else out[-1].span[1]
-        done = raw_decode_at(text, i)
+        done = raw_decode_at(text, i, limit)
         if done is not None and done[1] <= limit:
             value, e = done
             name, args, fixes, error = split_call_object(value)
