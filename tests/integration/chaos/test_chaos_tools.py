@@ -178,7 +178,7 @@ def test_process_isolated_hang_is_killed(tmp_path: Path) -> None:
     world_path = tmp_path / "world.db"
     world = DemoWorld.seed(world_path)
     reg = Registry()
-    reg.register("process_hang", process_hang, read_only=False, isolation="process", timeout_s=1.0)
+    reg.register("process_hang", process_hang, read_only=False, isolation="process", timeout_s=2.0)
     reg.register("process_crash", process_crash, read_only=False, isolation="process", timeout_s=30.0)
     d = Dispatcher(reg, store=tmp_path / "state.db", sleep=no_sleep)
     try:
