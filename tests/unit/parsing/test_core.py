@@ -313,3 +313,34 @@ def test_one_missing_closer_with_length_is_truncated() -> None:
     """With finish_reason=length even one missing closer means the call was cut off."""
     out = parse_tool_calls('{"name": "get_weather", "parameters": {"city": "Kyiv"}', TOOLS, finish_reason="length")
     assert [c.bucket for c in out.candidates] == ["Truncated"]
+
+
+def test_native_calls_as_sdk_objects() -> None:
+    """Native calls given as objects with attributes (the openai SDK's shape) are read the same way."""
+    from types import SimpleNamespace
+
+    native = [SimpleNamespace(id="s1", function=SimpleNamespace(name="get_weather", arguments='{"city": "Lima"}'))]
+    out = parse_tool_calls("", TOOLS, native_calls=native)
+    assert [(c.id, c.name, c.arguments, c.bucket) for c in out.calls] == [
+        ("s1", "get_weather", {"city": "Lima"}, "ok_strict")
+    ]
+
+
+def test_native_arguments_encoded_twice() -> None:
+    """An arguments string that holds a JSON string of the object is decoded twice and is ok_fallback."""
+    native = [{"id": "n1", "function": {"name": "get_weather", "arguments": '"{\\"city\\": \\"Lima\\"}"'}}]
+    out = parse_tool_calls("", TOOLS, native_calls=native)
+    assert [(c.name, c.arguments, c.bucket) for c in out.calls] == [("get_weather", {"city": "Lima"}, "ok_fallback")]
+
+
+def test_incomplete_markers_are_not_calls() -> None:
+    """Half-written markers of every family select nothing and leave the text as content."""
+    for text in (
+        "<function=get_weather <parameter=city>Paris",
+        "<｜tool▁call▁begin get_weather",
+        "<|python_start [get_weather(city='Paris')]",
+        "[TOOL_CALLS get_weather",
+        "<|channel>commentary to=functions.get_weather<|message|>{}",
+    ):
+        out = parse_tool_calls(text, TOOLS)
+        assert [c.format for c in out.candidates if c.stage == "strict"] == [], text

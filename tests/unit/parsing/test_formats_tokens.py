@@ -86,3 +86,11 @@ def test_harmony_negatives() -> None:
     """Messages without a recipient, and prose with to=, are not calls."""
     assert harmony.find("<|channel|>final<|message|>Hello to=you<|return|>") == []
     assert harmony.find("send it to=functions.a later") == []
+
+
+def test_harmony_header_cut_before_the_message_is_truncated() -> None:
+    """An output cut right after a call header is a truncated call with no arguments."""
+    found = harmony.find("<|channel|>commentary to=functions.get_weather")
+    assert [(c.name, c.truncated, c.decode_error) for c in found] == [
+        ("get_weather", True, "the message never started")
+    ]
