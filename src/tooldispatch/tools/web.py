@@ -203,13 +203,16 @@ class Fetcher:
             finally:
                 conn.close()
             charset = response.headers.get_content_charset() or "utf-8"
-            truncated = len(body) > self.max_bytes
+            try:
+                text = body[: self.max_bytes].decode(charset, errors="replace")
+            except LookupError:  # a charset name Python does not know
+                text = body[: self.max_bytes].decode("utf-8", errors="replace")
             return {
                 "url": current,
                 "status": status,
                 "content_type": content_type,
-                "body": body[: self.max_bytes].decode(charset, errors="replace"),
-                "truncated": truncated,
+                "body": text,
+                "truncated": len(body) > self.max_bytes,
             }
         raise ToolError(f"more than {self.max_redirects} redirects starting at {url}", retryable=False)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tooldispatch.errors import ToolError
+from tooldispatch.errors import ConfigError, ToolError
 from tooldispatch.tools.demo import TASKS, DemoWorld, demo_tasks
 
 
@@ -266,3 +266,13 @@ def test_task_check_rejects_extra_side_effects() -> None:
     w.send_message("c-202", "Delay", "30 minutes late")
     w.assign_driver("d-south-1", "o-202")
     assert task.check(w) is False
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"zones": ("north", "north")}, {"zones": ()}, {"orders_per_zone": 100}, {"drivers_per_zone": 0}, {"capacity": 0}],
+)
+def test_seed_rejects_bad_layout(kwargs: dict[str, object]) -> None:
+    """Repeated zones and out-of-range counts are configuration errors."""
+    with pytest.raises(ConfigError):
+        DemoWorld.seed(**kwargs)  # type: ignore[arg-type]

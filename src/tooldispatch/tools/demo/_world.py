@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tooldispatch.errors import ToolError
+from tooldispatch.errors import ConfigError, ToolError
 
 ORDER_STATUSES: tuple[str, ...] = ("pending", "assigned", "cancelled", "delivered")
 """Every status an order can have."""
@@ -137,7 +137,14 @@ class DemoWorld:
 
         Returns:
             The seeded world.
+
+        Raises:
+            ConfigError: zones repeat, or a count is out of range.
         """
+        if len(set(zones)) != len(zones) or not zones:
+            raise ConfigError(f"zones must be distinct names, at least one: {list(zones)}")
+        if drivers_per_zone < 1 or not 1 <= orders_per_zone <= 99 or capacity < 1:
+            raise ConfigError("seed needs drivers_per_zone >= 1, 1 <= orders_per_zone <= 99 and capacity >= 1")
         world = cls(path, clock=clock)
         with world._write() as conn:
             if conn.execute("SELECT COUNT(*) FROM demo_drivers").fetchone()[0]:
