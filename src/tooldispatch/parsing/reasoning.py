@@ -75,6 +75,8 @@ class ReasoningSplit:
 
         The copy has the same length, so offsets found in it are offsets in the original text.
         """
+        if len(self.segments) == 1 and self.segments[0][2] == kind:
+            return self.text
         return "".join(self.text[s:e] if k == kind else " " * (e - s) for s, e, k in self.segments)
 
 
