@@ -202,3 +202,10 @@ def test_llama3_several_python_tags() -> None:
     """Each <|python_tag|> payload is read, so calls emitted one after another all count."""
     text = '<|python_tag|>{"name": "a", "parameters": {}}<|eom_id|><|python_tag|>{"name": "b", "parameters": {}}'
     assert [c.name for c in llama.find_llama3(text)] == ["a", "b"]
+
+
+def test_llama4_negatives() -> None:
+    """Prose naming the token and a block holding no call give nothing callable."""
+    assert llama.find_llama4("The model wraps code in python_start tokens.") == []
+    found = llama.find_llama4("<|python_start|>print('hi') if x else y<|python_end|>")
+    assert [(c.name, c.decode_error) for c in found] == [("print", "not a Python call list")]

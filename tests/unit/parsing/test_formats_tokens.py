@@ -94,3 +94,18 @@ def test_harmony_header_cut_before_the_message_is_truncated() -> None:
     assert [(c.name, c.truncated, c.decode_error) for c in found] == [
         ("get_weather", True, "the message never started")
     ]
+
+
+def test_deepseek_v31_several_calls_and_one_bad() -> None:
+    """Each V3.1 call is decoded on its own; a broken one does not drop the others."""
+    text = (
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{"x": 1}<｜tool▁call▁end｜>'
+        '<｜tool▁call▁begin｜>b<｜tool▁sep｜>{"x": }<｜tool▁call▁end｜>'
+        "<｜tool▁call▁begin｜>c<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    )
+    found = deepseek.find(text)
+    assert [(c.name, c.arguments, c.decode_error is None) for c in found] == [
+        ("a", {"x": 1}, True),
+        ("b", None, False),
+        ("c", {}, True),
+    ]
