@@ -344,3 +344,13 @@ def test_incomplete_markers_are_not_calls() -> None:
     ):
         out = parse_tool_calls(text, TOOLS)
         assert [c.format for c in out.candidates if c.stage == "strict"] == [], text
+
+
+def test_format_aliases() -> None:
+    """vLLM parser names and manifest prompt formats select the matching finder."""
+    text = "<｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+    assert _summary(parse_tool_calls(text, TOOLS, tool_format="deepseek_v31")) == [
+        ("get_time", {}, "ok_strict", "deepseek_v31")
+    ]
+    text = "<|channel|>commentary to=functions.get_time<|message|>{}<|call|>"
+    assert _summary(parse_tool_calls(text, TOOLS, tool_format="openai")) == [("get_time", {}, "ok_strict", "harmony")]

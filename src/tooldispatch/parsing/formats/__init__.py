@@ -68,20 +68,41 @@ _AUTO: tuple[Format, ...] = (
 )
 
 
+ALIASES: dict[str, tuple[str, ...]] = {
+    "qwen": ("hermes",),
+    "hermes_list": ("hermes",),
+    "glm45": ("glm",),
+    "glm47": ("glm",),
+    "qwen3_xml": ("qwen3_coder",),
+    "minimax_m2": ("xml_invoke",),
+    "deepseek_v3": ("deepseek",),
+    "deepseek_v31": ("deepseek",),
+    "openai": ("harmony",),
+    "gpt_oss": ("harmony",),
+    "llama3": ("llama3_json",),
+    "json": ("llama3_json",),
+    "llama4_pythonic": ("llama4", "pythonic"),
+    "gemma_tool_code": ("gemma",),
+}
+"""Other names for the formats: vLLM's ``--tool-call-parser`` names and the prompt formats of model manifests."""
+
+
 def select_formats(text: str, tool_format: str, markers: frozenset[str] | None = None) -> list[Format]:
     """Return the finders to run: those whose markers appear (``auto``) or the one named.
 
     Raises:
-        ConfigError: ``tool_format`` is neither ``auto`` nor a known format.
+        ConfigError: ``tool_format`` is neither ``auto``, a known format nor one of ``ALIASES``.
     """
     if tool_format == "auto":
         present = scan_markers(text) if markers is None else markers
         return [f for f in _AUTO if not present.isdisjoint(f.markers)]
     named = FORMATS.get(tool_format)
-    if named is None:
-        known = ", ".join(["auto", *FORMATS])
-        raise ConfigError(f"unknown tool_format {tool_format!r}; use one of: {known}")
-    return [named]
+    if named is not None:
+        return [named]
+    if tool_format in ALIASES:
+        return [FORMATS[name] for name in ALIASES[tool_format]]
+    known = ", ".join(["auto", *FORMATS, *ALIASES])
+    raise ConfigError(f"unknown tool_format {tool_format!r}; use one of: {known}")
 
 
 def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | None = None) -> list[RawCall]:
