@@ -85,12 +85,14 @@ class Throughput:
         calls: calls made in total.
         bare_calls_per_s: the bare function called from the same threads.
         dispatched_calls_per_s: the side-effecting tool through the dispatcher.
+        one_session_calls_per_s: the same number of dispatched calls made by one session alone, for scale.
     """
 
     sessions: int
     calls: int
     bare_calls_per_s: float
     dispatched_calls_per_s: float
+    one_session_calls_per_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,30 +180,37 @@ def _expect_ok(result: Any, what: str) -> None:
         raise RuntimeError(f"bench {what} call did not succeed: {result.status} {result.reason}: {result.content}")
 
 
-def _throughput(dispatcher: Dispatcher, sessions: int, calls_per_session: int) -> Throughput:
-    def run(work: Callable[[int, int], object]) -> float:
-        barrier = threading.Barrier(sessions + 1)
+def _run_threads(sessions: int, calls_per_session: int, work: Callable[[int, int], object]) -> float:
+    """Run ``work(session, i)`` from one thread per session, all released at once; returns calls/s."""
+    barrier = threading.Barrier(sessions + 1)
 
-        def worker(s: int) -> None:
-            barrier.wait()
-            for i in range(calls_per_session):
-                work(s, i)
-
-        threads = [threading.Thread(target=worker, args=(s,)) for s in range(sessions)]
-        for t in threads:
-            t.start()
+    def worker(s: int) -> None:
         barrier.wait()
-        start = time.perf_counter()
-        for t in threads:
-            t.join()
-        return sessions * calls_per_session / (time.perf_counter() - start)
+        for i in range(calls_per_session):
+            work(s, i)
 
-    def dispatched(s: int, i: int) -> None:
-        _expect_ok(dispatcher.dispatch("record", {"item": i}, session_id=f"tp-{s}"), "throughput")
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(sessions)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return sessions * calls_per_session / (time.perf_counter() - start)
 
-    bare = run(lambda s, i: record(i))
-    through = run(dispatched)
-    return Throughput(sessions, sessions * calls_per_session, round(bare, 1), round(through, 1))
+
+def _throughput(dispatcher: Dispatcher, sessions: int, calls_per_session: int) -> Throughput:
+    def dispatched(prefix: str) -> Callable[[int, int], None]:
+        def work(s: int, i: int) -> None:
+            _expect_ok(dispatcher.dispatch("record", {"item": i}, session_id=f"{prefix}-{s}"), "throughput")
+
+        return work
+
+    calls = sessions * calls_per_session
+    bare = _run_threads(sessions, calls_per_session, lambda s, i: record(i))
+    through = _run_threads(sessions, calls_per_session, dispatched("tp"))
+    alone = _run_threads(1, calls, dispatched("tp1"))
+    return Throughput(sessions, calls, round(bare, 1), round(through, 1), round(alone, 1))
 
 
 def run_dispatch_bench(

@@ -331,6 +331,7 @@ def bench_dispatch(
         t2.add_column(col, justify="left" if col == "variant" else "right")
     t2.add_row("bare record()", f"{tp.bare_calls_per_s:,.0f}")
     t2.add_row("dispatch record (side-effecting, durable idempotency)", f"{tp.dispatched_calls_per_s:,.0f}")
+    t2.add_row("  the same calls from one session alone", f"{tp.one_session_calls_per_s:,.0f}")
     console.print(t2)
     console.print(f"store: {result.store}; python {result.python}", highlight=False)
 

@@ -261,4 +261,11 @@ def test_bench_dispatch_json() -> None:
     assert data["side_effecting"]["target_us"] == 2000.0
     assert data["side_effecting"]["dispatched"]["name"] == "dispatch record (idempotent, SQLite file)"
     assert (data["throughput"]["sessions"], data["throughput"]["calls"]) == (2, 20)
+    assert set(data["throughput"]) == {
+        "sessions",
+        "calls",
+        "bare_calls_per_s",
+        "dispatched_calls_per_s",
+        "one_session_calls_per_s",
+    }
     assert (data["thread_hop"]["name"], data["thread_hop"]["n"]) == ("noop() in a worker thread", 100)
