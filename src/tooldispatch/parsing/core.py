@@ -34,7 +34,7 @@ from tooldispatch.types import (
 )
 
 _LEVELS: frozenset[str] = frozenset({"bounded", "lossless", "none"})
-_STAGE_DEPTH: dict[str, int] = {"none": 0, "native": 1, "strict": 2, "fallback": 3, "repair": 4}
+_STAGE_ORDER: tuple[Stage, ...] = ("none", "native", "strict", "fallback", "repair")
 _WRAPPER_FIXES = frozenset({FIX_UNCLOSED, FIX_FENCE})
 
 
@@ -81,9 +81,11 @@ def parse_tool_calls(
 
     natives = read_native_calls(native_calls or ())
     outside = _find(content_view, specs, tool_format, markers)
-    native_keys = [_key(raw.name, raw.arguments) for raw, _ in natives]
     removed = [raw.span for raw in outside]
-    outside = [raw for raw in outside if _key(raw.name, raw.arguments) not in native_keys or raw.name is None]
+    if natives:
+        # A server that extracted calls may also leave them in the text: count each once.
+        native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
+        outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
 
     inside: list[RawCall] = []
     if not natives and not outside and split.has_reasoning:
@@ -108,14 +110,13 @@ def parse_tool_calls(
         outcome_flags.add(FLAG_NO_CALL)
     if any(FLAG_IN_REASONING in c.flags for c in calls):
         outcome_flags.add(FLAG_IN_REASONING)
-    deepest = max((_STAGE_DEPTH[c.stage] for c in calls), default=0)
-    stage = next(s for s, d in _STAGE_DEPTH.items() if d == deepest)
+    stage = _STAGE_ORDER[max((_STAGE_ORDER.index(c.stage) for c in calls), default=0)]
     return ParseOutcome(
         calls=tuple(calls),
         content=_content(text, split.spans("content"), removed),
         reasoning=split.reasoning,
         candidates=tuple(candidates),
-        stage=stage,  # type: ignore[arg-type]  # a key of _STAGE_DEPTH, which lists the Stage values
+        stage=stage,
         flags=frozenset(outcome_flags),
     )
 
@@ -145,7 +146,10 @@ def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: f
 
 
 def _key(name: str | None, arguments: Any) -> str:
-    return f"{name}\x00{arguments!r}"
+    try:
+        return f"{name}\x00{arguments!r}"
+    except RecursionError:
+        return f"{name}\x00{id(arguments)}"
 
 
 def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSpec) -> RepairLevel:
