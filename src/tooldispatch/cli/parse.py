@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.types import RepairLevel
 
 
 def _load_tools(path: Path) -> list[Any]:
@@ -67,7 +68,7 @@ def parse_command(
             finish_reason=finish_reason,
             tool_format=tool_format,
             reasoning_open=reasoning_open,
-            repair=repair,  # type: ignore[arg-type]  # checked just above
+            repair=cast(RepairLevel, repair),
         )
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
