@@ -31,17 +31,18 @@ from typing import Any, TypeVar
 from tooldispatch.dispatch import admission
 from tooldispatch.dispatch.bounding import bound
 from tooldispatch.dispatch.clock import Clock, SystemClock
-from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, RemoteToolException
+from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult
+from tooldispatch.dispatch.failures import describe_failure
 from tooldispatch.dispatch.idempotency import IdempotencyStore, Record, fingerprint, judge, make_key
 from tooldispatch.dispatch.metrics import MetricsReport, report
 from tooldispatch.dispatch.registry import Registry, ToolDef
 from tooldispatch.dispatch.result import DispatchResult, Status, error_envelope
 from tooldispatch.dispatch.retry import Phase, decide, is_permanent, phase_of
-from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, inverse_args
+from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, compensation_key, inverse_args
 from tooldispatch.dispatch.state import PendingApproval, State
 from tooldispatch.dispatch.trace import DispatchTrace, mask
 from tooldispatch.dispatch.validate import validate_args
-from tooldispatch.errors import ConfigError, ToolError, ToolTimeout
+from tooldispatch.errors import ConfigError, ToolTimeout
 from tooldispatch.store import Store
 
 T = TypeVar("T")
@@ -360,9 +361,7 @@ class Dispatcher:
             return self._reject(call, "validation", checked.message, "fix the arguments as described and call again")
         if tool.side_effecting:
             call.idem_key = (
-                _compensation_key(call.compensation)
-                if call.compensation
-                else make_key(call.session_id, tool, call.args)
+                compensation_key(call.compensation) if call.compensation else make_key(call.session_id, tool, call.args)
             )
             existing = self._idem.lookup(call.idem_key, self.clock.time())
             if existing is not None:
@@ -520,7 +519,7 @@ class Dispatcher:
         return self._finish(call, "ok", None, shown.text, full=text if shown.bounded else None, value=value)
 
     async def _fail(self, call: _Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
-        reason, message, suggestion, recoverable = _describe_failure(tool, error, phase)
+        reason, message, suggestion, recoverable = describe_failure(tool, error, phase)
         unknown_outcome = tool.side_effecting and phase != "before" and not is_permanent(error)
         if call.retried:
             message += f" (after {call.attempts} attempts)"
@@ -643,12 +642,6 @@ class Dispatcher:
         return loop.run_until_complete(coro)
 
 
-def _compensation_key(entry: SagaEntry) -> str:
-    import hashlib
-
-    return hashlib.sha256(f"saga:{entry.session_id}:{entry.id}".encode()).hexdigest()
-
-
 def _call_parts(item: CallInput) -> tuple[str, Any, str | None]:
     if isinstance(item, Mapping):
         inner = item.get("function")
@@ -660,58 +653,3 @@ def _call_parts(item: CallInput) -> tuple[str, Any, str | None]:
     if name is not None:
         return str(name), getattr(item, "arguments", None), getattr(item, "id", None)
     raise ConfigError(f"cannot read a call from {item!r:.120}; pass ToolCall values, mappings or (name, args) pairs")
-
-
-def _describe_failure(tool: ToolDef, error: BaseException, phase: Phase) -> tuple[str, str, str | None, bool]:
-    """Reason, message, suggestion and recoverability for a failed call."""
-    side = tool.side_effecting
-    if isinstance(error, ToolTimeout):
-        if side:
-            return (
-                "timeout",
-                str(error),
-                "the action may or may not have happened; check the state with a read-only tool before "
-                "doing anything else",
-                False,
-            )
-        return "timeout", str(error), "try again later, or ask for less", True
-    if isinstance(error, InvalidResult):
-        return (
-            "invalid_result",
-            f"{tool.name} returned a value that is not JSON: {error}",
-            "this is a bug in the tool; do not call it again and tell the user",
-            False,
-        )
-    if isinstance(error, ToolError):
-        detail = f"{tool.name} failed: {error}" + (f" (status {error.status})" if error.status else "")
-        if is_permanent(error):
-            return "tool_error", detail, "the request was refused; change the arguments or the plan", True
-        if phase == "before" or not side:
-            return "tool_error", detail, "the service is unavailable; try again later", True
-        return (
-            "tool_error",
-            detail,
-            "the action may or may not have happened; check the state before doing anything else",
-            False,
-        )
-    if isinstance(error, ChildProcessDied):
-        return (
-            "exception",
-            f"{tool.name} crashed: {error}",
-            "the action may or may not have happened; check the state and tell the user"
-            if side
-            else "do not call it again with the same arguments; tell the user",
-            False,
-        )
-    if isinstance(error, ConnectionRefusedError | OSError) and phase == "before":
-        return "tool_error", f"{tool.name} could not reach its service: {error}", "try again later", True
-    name = error.type_name if isinstance(error, RemoteToolException) else type(error).__name__
-    text = str(error) if isinstance(error, RemoteToolException) else f"{name}: {error}"
-    return (
-        "exception",
-        f"{tool.name} raised an unexpected error: {text}",
-        "the action may or may not have happened; check the state and tell the user"
-        if side
-        else "do not call it again with the same arguments; tell the user",
-        False,
-    )

@@ -20,7 +20,9 @@ are not valid JSON Schema objects, and duplicate or malformed names. References 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +32,7 @@ from typing import Any, Literal, TypeVar
 import jsonschema
 
 from tooldispatch.dispatch.poisoning import scan_tool
-from tooldispatch.dispatch.schema import derive_schema
+from tooldispatch.dispatch.schema import derive_schema, parse_docstring
 from tooldispatch.errors import RegistrationError
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import RepairLevel
@@ -155,8 +157,6 @@ class ToolDef:
 
 def description_hash(description: str, schema: Mapping[str, Any]) -> str:
     """sha256 of what the model is shown: the description and the parameter schema."""
-    import json
-
     blob = json.dumps({"description": description, "schema": schema}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -396,8 +396,6 @@ class Registry:
 
 
 def _doc_summary(fn: Callable[..., Any]) -> str:
-    from tooldispatch.dispatch.schema import parse_docstring
-
     return parse_docstring(inspect.getdoc(fn))[0]
 
 
@@ -438,8 +436,6 @@ def _quota(where: str, value: Mapping[str, Any] | Quota | None) -> Quota | None:
 
 
 def _check_importable(where: str, fn: Callable[..., Any]) -> None:
-    import importlib
-
     if inspect.iscoroutinefunction(fn):
         raise RegistrationError(f"{where}: isolation='process' runs sync functions; make it a plain def")
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")

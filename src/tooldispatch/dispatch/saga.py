@@ -7,6 +7,7 @@ in the same session, runs the pending inverses newest first. Each entry is marke
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,3 +106,8 @@ class SagaJournal:
             (session_id,),
         )
         return [SagaEntry(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows]
+
+
+def compensation_key(entry: SagaEntry) -> str:
+    """The idempotency key of a compensation: one per journal entry, so it runs at most once."""
+    return hashlib.sha256(f"saga:{entry.session_id}:{entry.id}".encode()).hexdigest()
