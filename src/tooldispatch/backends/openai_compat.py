@@ -224,6 +224,7 @@ class OpenAICompatBackend:
 
             extra["grammar"] = tool_call_grammar(request.tools, self.tool_format, tool_choice=request.tool_choice)
         if self.dialect == "openrouter":
+            # OpenRouter now always reports usage (with cost); the flag is kept for deployments that still need it.
             extra.setdefault("usage", {"include": True})
             if self.provider:
                 extra["provider"] = dict(self.provider)

@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from tooldispatch.backends.base import (
+    Backend,
     ChatRequest,
     ContentDelta,
     Event,
@@ -208,6 +209,16 @@ async def test_401_names_the_key_variable_not_the_key(wire_server: WireServer, m
         "(HTTP 401: No auth credentials found); set a valid key and try again"
     )
     assert SECRET not in str(info.value)
+
+
+def test_backend_satisfies_the_backend_protocol() -> None:
+    """OpenAICompatBackend is a ``Backend`` (capabilities and stream) and names its engine per dialect."""
+    engines = {
+        dialect: OpenAICompatBackend(base_url="http://127.0.0.1:1/v1", model="m", dialect=dialect)
+        for dialect in ("vllm", "llama-server")
+    }
+    assert all(isinstance(b, Backend) for b in engines.values())
+    assert {d: b.capabilities.engine for d, b in engines.items()} == {"vllm": "vllm", "llama-server": "llama.cpp"}
 
 
 def test_repr_never_shows_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
