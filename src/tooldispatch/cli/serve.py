@@ -15,7 +15,6 @@ from rich.table import Table
 
 from tooldispatch.errors import BackendUnavailable, ConfigError
 from tooldispatch.profiles import (
-    DEFAULT_PROFILE,
     list_profiles,
     load_profile,
     models_answer,
@@ -36,7 +35,7 @@ def _fail(exc: Exception, code: int) -> typer.Exit:
 
 
 def serve(
-    profile: ProfileOpt = DEFAULT_PROFILE,
+    profile: ProfileOpt,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact command and exit.")] = False,
     port: Annotated[int | None, typer.Option("--port", help="Listen on this port instead of the profile's.")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Listen on this address instead of the profile's.")] = None,
