@@ -124,8 +124,10 @@ class WorkerThreads:
             loop, future, fn, args, kwargs = job
             try:
                 outcome: tuple[bool, Any] = (True, fn(*args, **kwargs))
-            except BaseException as exc:
+            except Exception as exc:
                 outcome = (False, exc)
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt inside a tool: a tool failure here
+                outcome = (False, RuntimeError(f"the tool raised {type(exc).__name__}: {exc}"))
             if not future.done():
                 # A closed loop means nobody waits for this result any more.
                 with contextlib.suppress(RuntimeError):

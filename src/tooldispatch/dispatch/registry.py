@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import jsonschema
 
@@ -176,13 +176,24 @@ class Registry:
         self.reject_poisoned = reject_poisoned
         self.warnings: list[str] = []
 
-    def tool(self, name: str | None = None, **options: Any) -> Callable[[F], F]:
+    @overload
+    def tool(self, name: F, /) -> F: ...
+
+    @overload
+    def tool(self, name: str | None = None, /, **options: Any) -> Callable[[F], F]: ...
+
+    def tool(self, name: str | F | None = None, /, **options: Any) -> F | Callable[[F], F]:
         """Decorator form of ``register``; the function is returned unchanged.
+
+        Use it bare (``@reg.tool``) or with options (``@reg.tool(read_only=True)``, ``@reg.tool("name")``).
 
         Args:
             name: the tool name (default: the function's name).
             **options: any keyword of ``register``.
         """
+        if callable(name):
+            self.register(name.__name__, name)
+            return name
 
         def decorate(fn: F) -> F:
             self.register(name or fn.__name__, fn, **options)

@@ -268,3 +268,19 @@ def test_dispatch_many_keeps_undeclared_tools_sequential() -> None:
     reg.register("meet", meet, read_only=True, max_attempts=1)
     results = Dispatcher(reg).dispatch_many([("meet", {}), ("meet", {})])
     assert [r.reason for r in results] == ["exception", "exception"]
+
+
+def test_system_exit_in_a_tool_is_a_tool_failure() -> None:
+    """A sync tool calling sys.exit does not end the program: the model gets an 'exception' result."""
+    import sys
+
+    reg = Registry()
+    reg.register(
+        "quit", lambda: sys.exit(3), schema={"type": "object", "properties": {}}, read_only=True, max_attempts=1
+    )
+    r = Dispatcher(reg).dispatch("quit", {})
+    assert (r.status, r.reason) == ("error", "exception")
+    assert (
+        json.loads(r.content)["message"]
+        == "quit raised an unexpected error: RuntimeError: the tool raised SystemExit: 3"
+    )

@@ -234,3 +234,16 @@ def test_changed_description_under_same_version_is_reported(tmp_path: Path) -> N
     d = Dispatcher(bumped, store=db)
     assert d.warnings == []
     d.close()
+
+
+def test_bare_decorator_registers_with_defaults() -> None:
+    """@reg.tool without parentheses registers the function under its own name, unchanged."""
+    reg = Registry()
+
+    @reg.tool
+    def ping(host: str) -> dict[str, str]:
+        """Ping a host."""
+        return {"host": host}
+
+    assert ping("a") == {"host": "a"}
+    assert (reg["ping"].description, reg["ping"].read_only) == ("Ping a host.", None)
