@@ -12,9 +12,11 @@ from tooldispatch.backends.base import (
     ContentDelta,
     Event,
     Finish,
+    NativeCall,
     ReasoningDelta,
     ReasoningEnd,
     Usage,
+    collect,
 )
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError, RateLimited
@@ -295,4 +297,35 @@ def test_unknown_tool_format_is_a_config_error() -> None:
         OpenAICompatBackend(base_url="http://127.0.0.1:1/v1", model="m", dialect="vllm", tool_format="xml")
     assert str(info.value) == (
         "unknown tool format 'xml'; choose one of hermes, hermes_list, json, pythonic, gemma_tool_code"
+    )
+
+
+async def test_vllm_tool_call_stream_through_the_client(wire_server: WireServer) -> None:
+    """vLLM's split tool-call deltas, replayed over HTTP, collect into two whole calls after the reasoning."""
+    wire_server.serve("vllm/tool_calls_stream")
+    backend = OpenAICompatBackend(base_url=wire_server.url, model="qwen3", dialect="vllm", parse="server")
+    done = await collect(backend.stream(ChatRequest(messages=ASK.messages, tools=(WEATHER,))))
+    assert done.reasoning == "Two cities, two calls."
+    assert done.native_calls == (
+        NativeCall(id="chatcmpl-tool-a1", name="get_weather", arguments='{"city": "Paris", "unit": "celsius"}'),
+        NativeCall(id="chatcmpl-tool-b2", name="get_weather", arguments='{"city": "Lyon", "unit": "celsius"}'),
+    )
+    assert done.finish_reason == "tool_calls"
+    assert done.usage is not None
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (240, 61)
+
+
+async def test_llama_server_reasoning_stream_through_the_client(wire_server: WireServer) -> None:
+    """llama-server's ``reasoning_content`` stream, replayed over HTTP, gives reasoning, its end, content, usage."""
+    wire_server.serve("llama_server/reasoning_content_stream")
+    backend = OpenAICompatBackend(base_url=wire_server.url, model="qwen3", dialect="llama-server")
+    assert await drain(backend, ASK) == untimed(
+        [
+            ReasoningDelta("9.80 versus 9.11"),
+            ReasoningDelta(": the first is larger."),
+            ReasoningEnd(),
+            ContentDelta("9.8 is greater."),
+            Usage(prompt_tokens=18, completion_tokens=20),
+            Finish("stop", model="Qwen3-30B-A3B-Q4_K_M.gguf"),
+        ]
     )
