@@ -209,3 +209,15 @@ def test_llama4_negatives() -> None:
     assert llama.find_llama4("The model wraps code in python_start tokens.") == []
     found = llama.find_llama4("<|python_start|>print('hi') if x else y<|python_end|>")
     assert [(c.name, c.decode_error) for c in found] == [("print", "not a Python call list")]
+
+
+def test_hermes_template_braces_in_a_value_are_not_a_placeholder() -> None:
+    """A real call whose string value holds {{ }} (a template) is still a call."""
+    found = hermes.find('<tool_call>{"name": "render", "arguments": {"t": "Hi {{ user }}"}}</tool_call>')
+    assert _calls(found) == [("render", {"t": "Hi {{ user }}"}, "hermes", "strict")]
+
+
+def test_hermes_placeholder_names_are_skipped() -> None:
+    """A call naming a placeholder tool (tool_name, {{ name }}) is not a call."""
+    assert hermes.find('<tool_call>{"name": "tool_name", "arguments": {}}</tool_call>') == []
+    assert hermes.find('<tool_call>{"name": "{{ name }}", "arguments": {}}</tool_call>') == []

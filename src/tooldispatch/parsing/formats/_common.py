@@ -47,7 +47,7 @@ PLACEHOLDER_NAMES = frozenset(
     }
 )
 _PLACEHOLDER_MAX = 400
-_PLACEHOLDER_MARKS = ("<function-name>", "<args-json-object>", "{...}", "{{", "<tool-name>", "<function_name>")
+_PLACEHOLDER_MARKS = ("<function-name>", "<args-json-object>", "{...}", "<tool-name>", "<function_name>")
 
 
 @dataclass(frozen=True, slots=True)
