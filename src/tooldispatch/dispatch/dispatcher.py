@@ -131,13 +131,43 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ public API
 
-    def dispatch(self, name: str, args: Any = None, **options: Any) -> DispatchResult:
-        """Run one call synchronously; same options and semantics as ``adispatch``.
+    def __enter__(self) -> Dispatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def dispatch(
+        self,
+        name: str,
+        args: Any = None,
+        *,
+        session_id: str = "default",
+        trigger: str = "model",
+        call_id: str | None = None,
+        model_latency_s: float | None = None,
+        reasoning_s: float | None = None,
+        repairs: Sequence[Any] = (),
+    ) -> DispatchResult:
+        """Run one call synchronously; same arguments and semantics as ``adispatch``.
+
+        Works from any thread without a running event loop (each thread gets its own loop).
 
         Raises:
             ConfigError: called from inside a running event loop (use ``await adispatch(...)`` there).
         """
-        return self._run_sync(self.adispatch(name, args, **options))
+        return self._run_sync(
+            self.adispatch(
+                name,
+                args,
+                session_id=session_id,
+                trigger=trigger,
+                call_id=call_id,
+                model_latency_s=model_latency_s,
+                reasoning_s=reasoning_s,
+                repairs=repairs,
+            )
+        )
 
     async def adispatch(
         self,
