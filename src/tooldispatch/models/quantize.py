@@ -8,6 +8,7 @@ targets fall back to other types per tensor; ``info`` reads the real per-tensor 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,8 +41,10 @@ def _source_spec(target: ModelSpec) -> ModelSpec:
     return ModelSpec(manifest=target.manifest, quant=base)
 
 
-def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = None) -> None:
+def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = None, verbose: bool = False) -> None:
     """Quantize ``src`` into ``dst`` with ``llama_model_quantize`` (requantizing allowed).
+
+    llama.cpp's per-tensor log lines go to stderr only when ``verbose``.
 
     Raises:
         ConfigError: ``target`` is not a supported type.
@@ -60,7 +63,13 @@ def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = No
     params.ftype = ftype
     params.allow_requantize = True
     params.nthread = nthread if nthread is not None else max(1, (os.cpu_count() or 1))
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
+    engine_log = logging.getLogger("llama-cpp-python")  # the logger llama-cpp-python routes llama.cpp logs through
+    level = engine_log.level
+    engine_log.setLevel(logging.DEBUG if verbose else logging.ERROR)
+    try:
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
+    finally:
+        engine_log.setLevel(level)
     if rc != 0:
         dst.unlink(missing_ok=True)
         raise BackendUnavailable(f"llama_model_quantize({src.name} -> {target}) failed with code {rc}")
