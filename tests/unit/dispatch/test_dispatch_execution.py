@@ -284,3 +284,16 @@ def test_system_exit_in_a_tool_is_a_tool_failure() -> None:
         json.loads(r.content)["message"]
         == "quit raised an unexpected error: RuntimeError: the tool raised SystemExit: 3"
     )
+
+
+def test_dispatch_many_accepts_parsed_tool_calls(dispatcher: Dispatcher) -> None:
+    """ToolCall values from the parser dispatch directly; the tool message carries their call id."""
+    from tooldispatch.types import ToolCall
+
+    calls = [
+        ToolCall(name="refresh_drivers", arguments={}, id="call_0"),
+        ToolCall(name="nope", arguments={}, id="call_1"),
+    ]
+    first, second = dispatcher.dispatch_many(calls, session_id="s1")
+    assert first.tool_message() == {"role": "tool", "tool_call_id": "call_0", "content": '{"drivers": ["d1", "d2"]}'}
+    assert (second.reason, second.trace.call_id) == ("tool_hallucination", "call_1")
