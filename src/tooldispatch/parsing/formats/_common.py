@@ -40,8 +40,6 @@ PLACEHOLDER_NAMES = frozenset(
         "function-name",
         "func_name",
         "name",
-        "tool",
-        "function",
         "your_tool_name",
         "example_tool",
     }
