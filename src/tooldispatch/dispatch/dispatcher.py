@@ -253,7 +253,8 @@ class Dispatcher:
         """Approve a suspended call and run it, optionally with arguments a person edited.
 
         The call goes through validation, idempotency, quota and freshness again (state may have changed
-        while it waited); its timer starts when it is invoked.
+        while it waited); its timer starts when it is invoked. An approval is consumed once: if the resumed
+        call is rejected (stale state, quota), a later identical call asks for approval again.
 
         Raises:
             ConfigError: the approval id is unknown or was already decided.
