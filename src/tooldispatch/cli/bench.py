@@ -138,20 +138,19 @@ def suite(
         "smollm2-135m-instruct@Q4_1"
     ),
     constrained: Annotated[str, typer.Option(help="Grammar-constrained decoding: off, on or off,on.")] = "off",
-    seeds: Annotated[str, typer.Option(help="Sampling seeds; several give pass^k.")] = "0",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
     n_ctx: Annotated[int, typer.Option(help="llama.cpp context length.")] = 4096,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning resumes it.")] = Path("runs/suite"),
 ) -> None:
-    """Run the project's own multi-turn tasks in the demo logistics world, scored by the world's final state."""
+    """Run the project's own multi-turn tasks in the demo logistics world, scored by the world's final state
+    (greedy decoding, as the agent loop runs it; rerunning the same command resumes)."""
     from tooldispatch.bench.suite import run_suite_command
 
     try:
         text = run_suite_command(
             models=_split(models),
             constrained=_onoff(constrained),
-            seeds=[int(s) for s in _split(seeds)],
             max_tokens=max_tokens,
             max_turns=max_turns,
             n_ctx=n_ctx,

@@ -1,0 +1,221 @@
+"""The project's own suite: multi-turn tasks in the demo logistics world, scored by the world's final state.
+
+Each (cell, task) gets a freshly seeded world, the real agent loop (``tooldispatch.agent.Agent``) with the
+real dispatcher, and the cell's backend. The task passes when its check on the final world state holds;
+parse buckets are counted over every turn. Results go to the same ``bench.db`` as BFCL runs (case ids
+``suite:<task>``), so an interrupted suite resumes the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tooldispatch.backends.base import Backend
+from tooldispatch.bench.corpus import OutputRecord
+from tooldispatch.bench.results_db import ResultsDB
+from tooldispatch.bench.runner import Target
+from tooldispatch.bench.stats import Rate, rate
+from tooldispatch.errors import BackendError
+
+SUITE_PREFIX = "suite:"
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteOptions:
+    """How suite tasks run.
+
+    Attributes:
+        max_tokens: completion budget per model turn.
+        max_turns: model turns per task.
+        max_wall_s: wall-clock limit per task.
+    """
+
+    max_tokens: int = 192
+    max_turns: int = 6
+    max_wall_s: float | None = 600.0
+
+
+async def run_task(backend: Backend, task: Any, *, constrained: bool, options: SuiteOptions) -> dict[str, Any]:
+    """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls)."""
+    from tooldispatch.agent import Agent, Budget
+    from tooldispatch.dispatch import Dispatcher
+    from tooldispatch.tools.demo import DemoWorld, build_registry
+
+    world = DemoWorld.seed()
+    if task.setup is not None:
+        task.setup(world)
+    dispatcher = Dispatcher(build_registry(world), store=":memory:")
+    agent = Agent(
+        backend=backend,
+        dispatcher=dispatcher,
+        budget=Budget(max_turns=options.max_turns, max_wall_s=options.max_wall_s),
+        max_tokens=options.max_tokens,
+        constrained=constrained,
+    )
+    run = await agent.arun(task.prompt)
+    buckets: Counter[str] = Counter()
+    for turn in run.turns:
+        for candidate in turn.outcome.candidates:
+            buckets[candidate.bucket] += 1
+    passed = bool(task.check(world))
+    return {
+        "passed": passed,
+        "end": run.end,
+        "turns": len(run.turns),
+        "calls": [{"name": r.call.name, "status": r.result.status} for r in run.tool_runs],
+        "buckets": dict(buckets),
+        "final_answer": run.final_answer,
+        "error": run.error,
+        "wall_s": run.wall_s,
+        "needs_approval": task.needs_approval,
+        "completion_tokens": sum(t.completion.usage.completion_tokens for t in run.turns if t.completion.usage),
+    }
+
+
+async def run_suite(
+    targets: Sequence[Target],
+    tasks: Sequence[Any],
+    db: ResultsDB,
+    options: SuiteOptions,
+    *,
+    on_done: Callable[[str, str, bool], None] | None = None,
+) -> int:
+    """Run every (cell, task) not yet stored; return how many ran now."""
+    done = db.done()
+    ran = 0
+    for target in targets:
+        pending = [t for t in tasks if (target.cell.key, SUITE_PREFIX + t.id, 0) not in done]
+        if not pending:
+            continue
+        backend = target.make_backend()
+        try:
+            for task in pending:
+                started = time.monotonic()
+                error: str | None = None
+                try:
+                    result = await run_task(backend, task, constrained=target.cell.constrained, options=options)
+                except BackendError as exc:
+                    result, error = {"passed": False}, f"{type(exc).__name__}: {exc}"
+                db.add(_record(target, task, result, time.monotonic() - started, error))
+                ran += 1
+                if on_done:
+                    on_done(target.cell.key, task.id, bool(result["passed"]))
+        finally:
+            close = getattr(backend, "close", None)
+            if callable(close):
+                close()
+    return ran
+
+
+def _record(target: Target, task: Any, result: dict[str, Any], seconds: float, error: str | None) -> OutputRecord:
+    cell = target.cell
+    return OutputRecord(
+        cell=cell.key,
+        case_id=SUITE_PREFIX + task.id,
+        seed=0,
+        case={"suite": task.id, "prompt": task.prompt},
+        model=cell.model,
+        quant=cell.quant,
+        tensor_types=dict(target.facts.tensor_types),
+        model_file=target.facts.model_file,
+        engine="llama.cpp" if cell.backend == "llamacpp" else cell.backend,
+        engine_version=target.facts.engine_version,
+        backend=cell.backend,
+        constrained=cell.constrained,
+        text=str(result.get("final_answer") or ""),
+        latency_s=seconds,
+        completion_tokens=int(result.get("completion_tokens") or 0),
+        error=error,
+        extra=result,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteCell:
+    """One cell's suite score.
+
+    Attributes:
+        cell: the cell key.
+        passed: tasks whose final world state was right.
+        per_task: task id → passed.
+        buckets: parse buckets over every turn of every task.
+        mean_turns: model turns per task.
+    """
+
+    cell: str
+    passed: Rate
+    per_task: dict[str, bool]
+    buckets: dict[str, int]
+    mean_turns: float
+
+
+def summarize_suite(records: Sequence[OutputRecord]) -> list[SuiteCell]:
+    """Per-cell pass rates (with bootstrap intervals) of the suite records among ``records``."""
+    cells: dict[str, list[OutputRecord]] = {}
+    for r in records:
+        if r.case_id.startswith(SUITE_PREFIX):
+            cells.setdefault(r.cell, []).append(r)
+    out = []
+    for key, rows in cells.items():
+        buckets: Counter[str] = Counter()
+        for r in rows:
+            buckets.update(dict(r.extra.get("buckets") or {}))
+        out.append(
+            SuiteCell(
+                cell=key,
+                passed=rate([bool(r.extra.get("passed")) for r in rows]),
+                per_task={r.case_id[len(SUITE_PREFIX) :]: bool(r.extra.get("passed")) for r in rows},
+                buckets=dict(buckets),
+                mean_turns=sum(int(r.extra.get("turns") or 0) for r in rows) / len(rows),
+            )
+        )
+    return out
+
+
+def render_suite(cells: Sequence[SuiteCell]) -> str:
+    """A Markdown table of suite results."""
+    if not cells:
+        return "No suite results yet."
+    tasks = sorted({t for c in cells for t in c.per_task})
+    lines = [
+        "| cell | passed | mean turns | " + " | ".join(tasks) + " | parse buckets (all turns) |",
+        "|" + "---|" * (len(tasks) + 4),
+    ]
+    for c in cells:
+        marks = ["✓" if c.per_task.get(t) else ("✗" if t in c.per_task else "-") for t in tasks]
+        buckets = ", ".join(f"{b}: {n}" for b, n in sorted(c.buckets.items())) or "-"
+        row = [c.cell.split("|")[1], c.passed.fmt(), f"{c.mean_turns:.1f}", *marks, buckets]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_suite_command(
+    *,
+    models: Sequence[str],
+    constrained: Sequence[bool],
+    max_tokens: int,
+    max_turns: int,
+    n_ctx: int,
+    run_dir: Path,
+) -> str:
+    """Run the suite for llama.cpp models (resuming ``run_dir``); write and return the Markdown summary."""
+    from tooldispatch.bench.targets import MatrixSpec, build_targets
+    from tooldispatch.tools.demo import demo_tasks
+
+    targets = build_targets(MatrixSpec(backend="llamacpp", models=models, constrained=constrained, n_ctx=n_ctx))
+    db = ResultsDB(run_dir)
+    try:
+        asyncio.run(run_suite(targets, demo_tasks(), db, SuiteOptions(max_tokens=max_tokens, max_turns=max_turns)))
+        text = render_suite(summarize_suite(list(db.records())))
+    finally:
+        db.close()
+    out = run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "suite.md").write_text("# Demo-world suite\n\n" + text, encoding="utf-8")
+    return text

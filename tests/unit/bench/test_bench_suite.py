@@ -1,0 +1,46 @@
+"""The demo-world suite: tasks run through the real agent loop and dispatcher, scored by final world state."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
+from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.results_db import ResultsDB
+from tooldispatch.bench.runner import Target
+from tooldispatch.bench.suite import SuiteOptions, render_suite, run_suite, summarize_suite
+from tooldispatch.tools.demo import demo_tasks
+
+MESSAGE = (
+    '<tool_call>{"name": "send_message", "arguments": {"to": "c-202", "subject": "Delay", '
+    '"body": "Your delivery is delayed by 30 minutes."}}</tool_call>'
+)
+
+
+def _tasks(*ids: str) -> list[object]:
+    return [t for t in demo_tasks() if t.id in ids]
+
+
+def test_suite_scores_by_final_world_state_and_resumes(tmp_path: Path) -> None:
+    """A task done right passes, a wrong side effect fails, and a rerun runs nothing again."""
+    tasks = _tasks("message-delay", "count-pending-south")
+    script = [
+        ScriptedTurn(content=MESSAGE),
+        ScriptedTurn(content="Done: the customer was told."),
+        ScriptedTurn(content=MESSAGE.replace("c-202", "c-203")),
+        ScriptedTurn(content="There are 3."),
+    ]
+    backend = ScriptedBackend(turns=script)
+    target = Target(cell=Cell(backend="scripted", model="m", quant="Q4_1"), make_backend=lambda: backend)
+    db = ResultsDB(tmp_path)
+    ran = asyncio.run(run_suite([target], tasks, db, SuiteOptions(max_turns=3)))
+    [cell] = summarize_suite(list(db.records()))
+    assert ran == 2
+    assert cell.per_task == {"message-delay": True, "count-pending-south": False}
+    assert (cell.passed.k, cell.passed.n, cell.mean_turns) == (1, 2, 2.0)
+    assert cell.buckets == {"ok_strict": 2}
+    again = asyncio.run(run_suite([target], tasks, db, SuiteOptions(max_turns=3)))
+    assert (again, len(backend.requests)) == (0, 4)
+    table = render_suite([cell])
+    assert "| m@Q4_1 | 50.0 % " in table
