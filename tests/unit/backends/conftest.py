@@ -69,7 +69,7 @@ def wire_server() -> Iterator[WireServer]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state = WireServer(url=f"http://127.0.0.1:{server.server_address[1]}/v1")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield state
