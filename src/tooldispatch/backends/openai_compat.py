@@ -237,22 +237,25 @@ class OpenAICompatBackend:
         """Run one turn with ``stream=True`` and yield its events, ending with ``Finish``.
 
         Raises:
-            BackendUnavailable: the server cannot be reached or did not answer in time.
+            BackendUnavailable: the server cannot be reached, did not answer in time, or dropped the
+                connection mid-stream.
             RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
             ProviderError: any other error status, or an error inside the 200 stream.
         """
         kwargs, extra = self.request_body(request, stream=True)
         normalizer = StreamNormalizer(self.dialect)
+        received = False
         try:
             chunks = await self._client.chat.completions.create(**kwargs, stream=True, extra_body=extra)
             try:
                 async for chunk in chunks:
+                    received = True
                     for event in normalizer.feed(chunk.model_dump(exclude_unset=True)):
                         yield event
             finally:
                 await chunks.close()
         except openai.OpenAIError as exc:
-            raise translate_error(exc, self._errors) from exc
+            raise translate_error(exc, self._errors, mid_stream=received) from exc
         for event in normalizer.finish():
             yield event
 

@@ -4,6 +4,7 @@
 what happened                          raised
 =====================================  ==============================================================
 connection refused, dead server        ``BackendUnavailable`` naming the URL and how to start the server
+connection dropped mid-stream          ``BackendUnavailable`` saying the answer was cut off
 no answer within ``timeout_s``         ``BackendUnavailable``
 401 / 403                              ``ProviderError`` saying which environment variable holds the key
 402 (OpenRouter: out of credits)       ``ProviderError``, not retryable
@@ -137,12 +138,13 @@ def _status_error(exc: openai.APIStatusError, ctx: ErrorContext) -> BackendError
     )
 
 
-def translate_error(exc: openai.OpenAIError, ctx: ErrorContext) -> BackendError:
+def translate_error(exc: openai.OpenAIError, ctx: ErrorContext, *, mid_stream: bool = False) -> BackendError:
     """Return the project error for an ``openai`` client error (raise it ``from exc``).
 
     Args:
         exc: what the ``openai`` client raised.
         ctx: the backend's URL, dialect, start hint and key variable, for the message.
+        mid_stream: part of the answer had already arrived (a dropped connection, not an unreachable server).
     """
     if isinstance(exc, openai.APITimeoutError):
         limit = f" within {ctx.timeout_s:g} s" if ctx.timeout_s else ""
@@ -153,6 +155,11 @@ def translate_error(exc: openai.OpenAIError, ctx: ErrorContext) -> BackendError:
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f" ({type(cause).__name__}: {_mask(str(cause), ctx.secret)[:200]})" if cause else ""
+        if mid_stream:
+            return BackendUnavailable(
+                f"the connection to the {ctx.dialect} endpoint at {ctx.base_url} dropped in the middle of the "
+                f"answer{detail}; the server may have crashed or restarted"
+            )
         hint = f"; {ctx.start_hint}" if ctx.start_hint else ""
         return BackendUnavailable(f"cannot reach the {ctx.dialect} endpoint at {ctx.base_url}{detail}{hint}")
     if isinstance(exc, openai.APIStatusError):

@@ -41,6 +41,10 @@ class WireServer:
         """Queue fixtures by name; each request consumes one."""
         self.queue.extend(load_fixture(n) for n in names)
 
+    def serve_cut(self, name: str, *, after_bytes: int) -> None:
+        """Queue a fixture whose body stops after ``after_bytes`` bytes, then the connection closes."""
+        self.queue.append({**load_fixture(name), "cut_after_bytes": after_bytes})
+
 
 @pytest.fixture
 def wire_server() -> Iterator[WireServer]:
@@ -59,13 +63,17 @@ def wire_server() -> Iterator[WireServer]:
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
             fixture = state.queue.pop(0)
             body = fixture["body"].encode()
+            cut = fixture.get("cut_after_bytes")
             self.send_response(fixture["status"])
             self.send_header("Content-Type", fixture["content_type"])
             for key, value in fixture.get("headers", {}).items():
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(body if cut is None else body[:cut])
+            if cut is not None:
+                self.wfile.flush()
+                self.close_connection = True
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state = WireServer(url=f"http://127.0.0.1:{server.server_address[1]}/v1")

@@ -23,7 +23,7 @@ from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError, 
 from tooldispatch.prompting import get_format, tool_call_grammar
 from tooldispatch.toolspec import ToolSpec
 
-from .conftest import WireServer, untimed
+from .conftest import WireServer, load_fixture, untimed
 
 SECRET = "sk-or-v1-test-secret-0123456789"
 ROUTE = {"only": ["deepinfra"], "quantizations": ["fp8"], "allow_fallbacks": False, "require_parameters": True}
@@ -328,4 +328,20 @@ async def test_llama_server_reasoning_stream_through_the_client(wire_server: Wir
             Usage(prompt_tokens=18, completion_tokens=20),
             Finish("stop", model="Qwen3-30B-A3B-Q4_K_M.gguf"),
         ]
+    )
+
+
+async def test_connection_dropped_mid_stream_says_so(wire_server: WireServer) -> None:
+    """A stream cut off after some chunks raises BackendUnavailable saying the answer was cut, after its events."""
+    body = load_fixture("llama_cpp_python/plain_stream")["body"]
+    first_two = body.index("data: ", body.index("data: ", 1) + 1)
+    wire_server.serve_cut("llama_cpp_python/plain_stream", after_bytes=len(body[:first_two].encode()))
+    backend = OpenAICompatBackend(base_url=wire_server.url, model="smollm2", dialect="llama-server")
+    seen: list[Event] = []
+    with pytest.raises(BackendUnavailable) as info:
+        async for event in backend.stream(ASK):
+            seen.append(event)
+    assert untimed(seen) == untimed([ContentDelta("The")])
+    assert str(info.value).startswith(
+        f"the connection to the llama-server endpoint at {wire_server.url} dropped in the middle of the answer ("
     )
