@@ -37,7 +37,7 @@ from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundEr
 from tooldispatch.models.gguf import GGUFError, read_header
 from tooldispatch.models.manifest import Manifest, Reasoning, list_models, load_manifest
 from tooldispatch.models.store import parse_spec, resolve
-from tooldispatch.prompting.grammar import gbnf_literal, tool_call_grammar
+from tooldispatch.prompting.grammar import tool_call_grammar
 from tooldispatch.prompting.markers import MarkerSplitter
 from tooldispatch.prompting.prompt import render_prompt
 from tooldispatch.prompting.template import ChatTemplate, template_source
@@ -174,23 +174,32 @@ class LlamaCppBackend:
         """The GBNF grammar for a constrained request, or ``None`` when the request is not constrained."""
         if not request.constrained or not request.tools or request.tool_choice == "none":
             return None
-        text = tool_call_grammar(request.tools, self._tool_format, tool_choice=request.tool_choice)
-        if self._reasoning is not None:
-            think = f"{gbnf_literal(self._reasoning.open)} [^<]* {gbnf_literal(self._reasoning.close)} [ \\n]*"
-            if self._reasoning.starts_open:
-                think = f"[^<]* {gbnf_literal(self._reasoning.close)} [ \\n]*"
-            text = text.replace("root ::= ", f"root ::= think? call-root\nthink ::= {think}\ncall-root ::= ", 1)
-        return text
+        return tool_call_grammar(
+            request.tools, self._tool_format, tool_choice=request.tool_choice, reasoning=self._reasoning
+        )
+
+    def check_grammar(self, text: str) -> None:
+        """Have llama.cpp parse a GBNF grammar against this model's vocabulary.
+
+        ``LlamaGrammar.from_string`` only stores the text; llama.cpp parses it when the sampler is built,
+        and a grammar it cannot parse would reach the sampler chain as a null pointer. This builds the
+        grammar sampler once, up front, and frees it.
+
+        Raises:
+            ConfigError: llama.cpp cannot parse the grammar.
+        """
+        sampler = self._llama_cpp.llama_sampler_init_grammar(self._vocab, text.encode("utf-8"), b"root")
+        if not sampler:
+            raise ConfigError("llama.cpp could not parse the tool-call grammar; see its log on stderr for the rule")
+        self._llama_cpp.llama_sampler_free(sampler)
 
     def _grammar(self, text: str) -> Any:
         grammar = self._grammars.get(text)
         if grammar is None:
-            try:
-                from llama_cpp.llama_grammar import LlamaGrammar  # present: the model loaded
+            from llama_cpp.llama_grammar import LlamaGrammar  # present: the model loaded
 
-                grammar = LlamaGrammar.from_string(text, verbose=self._verbose)
-            except (ValueError, RuntimeError) as exc:
-                raise ConfigError(f"llama.cpp rejected the tool-call grammar: {exc}") from exc
+            self.check_grammar(text)
+            grammar = LlamaGrammar.from_string(text, verbose=self._verbose)
             self._grammars[text] = grammar
         return grammar
 

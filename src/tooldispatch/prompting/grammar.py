@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.models.manifest import Reasoning
 from tooldispatch.prompting.formats import FORMATS, _py_literal
 from tooldispatch.toolspec import ToolSpec
 
@@ -167,7 +168,13 @@ def _python_calls(b: _Builder, tools: Sequence[ToolSpec]) -> str:
     return b.add("call", " | ".join(alts))
 
 
-def tool_call_grammar(tools: Sequence[ToolSpec], tool_format: str, *, tool_choice: str = "auto") -> str:
+def tool_call_grammar(
+    tools: Sequence[ToolSpec],
+    tool_format: str,
+    *,
+    tool_choice: str = "auto",
+    reasoning: Reasoning | None = None,
+) -> str:
     """Build the GBNF grammar for one constrained tool-call turn.
 
     Args:
@@ -175,6 +182,8 @@ def tool_call_grammar(tools: Sequence[ToolSpec], tool_format: str, *, tool_choic
         tool_format: the family's format (``hermes``, ``hermes_list``, ``json``, ``pythonic``,
             ``gemma_tool_code``).
         tool_choice: ``auto``/``required`` (any offered tool) or one tool's name (only that tool).
+        reasoning: the family's reasoning markers; when given, a reasoning block (without ``<``) may come
+            before the call, and must when the template already opened it.
 
     Returns:
         Grammar text whose start rule is ``root``.
@@ -204,4 +213,11 @@ def tool_call_grammar(tools: Sequence[ToolSpec], tool_format: str, *, tool_choic
             root = f'"<tool_call>[" {call} (", " {call})* "]</tool_call>"'
         else:
             root = call
+    if reasoning is not None:
+        body = b.add("tool-calls", root)
+        close = f"{gbnf_literal(reasoning.close)} [ \\n]*"
+        if reasoning.starts_open:
+            root = f"{b.add('think', f'[^<]* {close}')} {body}"
+        else:
+            root = f"{b.add('think', f'{gbnf_literal(reasoning.open)} [^<]* {close}')}? {body}"
     return b.render(root)

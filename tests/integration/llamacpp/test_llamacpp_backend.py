@@ -9,7 +9,8 @@ import pytest
 
 from tooldispatch.backends.base import Backend, ChatRequest, ContentDelta, Event, Finish, Usage, collect
 from tooldispatch.backends.llamacpp import LlamaCppBackend
-from tooldispatch.errors import ModelNotFoundError
+from tooldispatch.errors import ConfigError, ModelNotFoundError
+from tooldispatch.models import Reasoning
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.prompting import tool_call_grammar
 from tooldispatch.prompting.formats import FORMATS
@@ -96,13 +97,18 @@ async def test_closing_the_stream_stops_generation(smollm2_backend: LlamaCppBack
     assert isinstance(events[-1], Finish) and events[-1].reason == "length"
 
 
-def test_every_format_grammar_compiles() -> None:
-    """llama.cpp's GBNF parser accepts the generated grammar of every tool format."""
-    from llama_cpp.llama_grammar import LlamaGrammar
-
+def test_every_format_grammar_compiles(smollm2_backend: LlamaCppBackend) -> None:
+    """llama.cpp parses the generated grammar of every tool format, with and without reasoning."""
+    think = Reasoning("<think>", "</think>")
     for name in FORMATS:
-        grammar = LlamaGrammar.from_string(tool_call_grammar([WEATHER, TIME], name), verbose=False)
-        assert grammar._grammar == tool_call_grammar([WEATHER, TIME], name)
+        for reasoning in (None, think):
+            smollm2_backend.check_grammar(tool_call_grammar([WEATHER, TIME], name, reasoning=reasoning))
+
+
+def test_unparseable_grammar_is_refused(smollm2_backend: LlamaCppBackend) -> None:
+    """A grammar llama.cpp cannot parse is a ConfigError, not a null sampler."""
+    with pytest.raises(ConfigError, match=r"llama.cpp could not parse the tool-call grammar"):
+        smollm2_backend.check_grammar("root ::= undefined-rule")
 
 
 def test_missing_model_names_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

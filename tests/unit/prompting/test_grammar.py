@@ -125,3 +125,15 @@ def test_errors() -> None:
 def test_literal_escaping() -> None:
     """Quotes, backslashes and newlines are escaped in GBNF literals."""
     assert gbnf_literal('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
+
+
+def test_reasoning_block_may_precede_the_call() -> None:
+    """With reasoning markers, an optional <think> block comes first; a template-opened block must be closed."""
+    from tooldispatch.models import Reasoning
+
+    opened = tool_call_grammar([PING], "hermes", reasoning=Reasoning("<think>", "</think>"))
+    assert opened.splitlines()[0] == "root ::= think? tool-calls"
+    assert opened.splitlines()[-1] == 'think ::= "<think>" [^<]* "</think>" [ \\n]*'
+    started = tool_call_grammar([PING], "hermes", reasoning=Reasoning("<think>", "</think>", starts_open=True))
+    assert started.splitlines()[0] == "root ::= think tool-calls"
+    assert started.splitlines()[-1] == 'think ::= [^<]* "</think>" [ \\n]*'
