@@ -278,3 +278,9 @@ class OpenAICompatBackend:
     async def aclose(self) -> None:
         """Close the HTTP connections."""
         await self._client.close()
+
+    async def __aenter__(self) -> OpenAICompatBackend:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

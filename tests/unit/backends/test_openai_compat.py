@@ -57,9 +57,10 @@ async def drain(backend: OpenAICompatBackend, request: ChatRequest, *, stream: b
 async def test_llama_cpp_python_recorded_stream(wire_server: WireServer) -> None:
     """A recorded llama-cpp-python stream replays into content deltas and a final Finish."""
     wire_server.serve("llama_cpp_python/plain_stream")
-    backend = OpenAICompatBackend(base_url=wire_server.url, model="smollm2", dialect="llama-server")
     pieces = ["The", " capital", " of", " France", " is", " Paris", "."]
-    assert await drain(backend, ASK) == untimed([ContentDelta(p) for p in pieces] + [Finish("stop", model="smollm2")])
+    async with OpenAICompatBackend(base_url=wire_server.url, model="smollm2", dialect="llama-server") as backend:
+        events = await drain(backend, ASK)
+    assert events == untimed([ContentDelta(p) for p in pieces] + [Finish("stop", model="smollm2")])
 
 
 async def test_llama_cpp_python_recorded_response(wire_server: WireServer) -> None:
