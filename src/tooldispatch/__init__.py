@@ -10,6 +10,32 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tooldispatch.agent import (
+        Agent,
+        AgentRun,
+        Budget,
+    )
+    from tooldispatch.backends.base import (
+        Backend,
+        ChatRequest,
+    )
+    from tooldispatch.backends.openai_compat import (
+        OpenAICompatBackend,
+    )
+    from tooldispatch.backends.scripted import (
+        ScriptedBackend,
+        ScriptedTurn,
+    )
+    from tooldispatch.dispatch import (
+        Dispatcher,
+        DispatchResult,
+        DispatchTrace,
+        ManualClock,
+        MetricsReport,
+        PendingApproval,
+        Registry,
+        ToolDef,
+    )
     from tooldispatch.errors import (
         BackendError,
         BackendUnavailable,
@@ -23,49 +49,118 @@ if TYPE_CHECKING:
         ToolError,
         ToolTimeout,
     )
-    from tooldispatch.toolspec import ToolSpec, normalize_tools
-    from tooldispatch.types import Candidate, ParseOutcome, Repair, ToolCall
+    from tooldispatch.parsing.core import (
+        parse_tool_calls,
+    )
+    from tooldispatch.parsing.stream import (
+        StreamParser,
+    )
+    from tooldispatch.profiles import (
+        backend_from_profile,
+        load_profile,
+    )
+    from tooldispatch.repair import (
+        RepairResult,
+        repair_call,
+        resolve_name,
+    )
+    from tooldispatch.toolspec import (
+        ToolSpec,
+        normalize_tools,
+    )
+    from tooldispatch.types import (
+        Candidate,
+        ParseOutcome,
+        Repair,
+        ToolCall,
+    )
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "Agent": "tooldispatch.agent",
+    "AgentRun": "tooldispatch.agent",
+    "Backend": "tooldispatch.backends.base",
     "BackendError": "tooldispatch.errors",
     "BackendUnavailable": "tooldispatch.errors",
+    "Budget": "tooldispatch.agent",
     "Candidate": "tooldispatch.types",
+    "ChatRequest": "tooldispatch.backends.base",
     "ConfigError": "tooldispatch.errors",
+    "DispatchResult": "tooldispatch.dispatch",
+    "DispatchTrace": "tooldispatch.dispatch",
+    "Dispatcher": "tooldispatch.dispatch",
+    "ManualClock": "tooldispatch.dispatch",
+    "MetricsReport": "tooldispatch.dispatch",
     "ModelNotFoundError": "tooldispatch.errors",
     "ModelOutputError": "tooldispatch.errors",
+    "OpenAICompatBackend": "tooldispatch.backends.openai_compat",
     "ParseOutcome": "tooldispatch.types",
+    "PendingApproval": "tooldispatch.dispatch",
     "ProviderError": "tooldispatch.errors",
     "RateLimited": "tooldispatch.errors",
     "RegistrationError": "tooldispatch.errors",
+    "Registry": "tooldispatch.dispatch",
     "Repair": "tooldispatch.types",
+    "RepairResult": "tooldispatch.repair",
+    "ScriptedBackend": "tooldispatch.backends.scripted",
+    "ScriptedTurn": "tooldispatch.backends.scripted",
+    "StreamParser": "tooldispatch.parsing.stream",
     "ToolCall": "tooldispatch.types",
+    "ToolDef": "tooldispatch.dispatch",
     "ToolError": "tooldispatch.errors",
     "ToolSpec": "tooldispatch.toolspec",
     "ToolTimeout": "tooldispatch.errors",
     "TooldispatchError": "tooldispatch.errors",
+    "backend_from_profile": "tooldispatch.profiles",
+    "load_profile": "tooldispatch.profiles",
     "normalize_tools": "tooldispatch.toolspec",
+    "parse_tool_calls": "tooldispatch.parsing.core",
+    "repair_call": "tooldispatch.repair",
+    "resolve_name": "tooldispatch.repair",
 }
 
 __all__ = [
+    "Agent",
+    "AgentRun",
+    "Backend",
     "BackendError",
     "BackendUnavailable",
+    "Budget",
     "Candidate",
+    "ChatRequest",
     "ConfigError",
+    "DispatchResult",
+    "DispatchTrace",
+    "Dispatcher",
+    "ManualClock",
+    "MetricsReport",
     "ModelNotFoundError",
     "ModelOutputError",
+    "OpenAICompatBackend",
     "ParseOutcome",
+    "PendingApproval",
     "ProviderError",
     "RateLimited",
     "RegistrationError",
+    "Registry",
     "Repair",
+    "RepairResult",
+    "ScriptedBackend",
+    "ScriptedTurn",
+    "StreamParser",
     "ToolCall",
+    "ToolDef",
     "ToolError",
     "ToolSpec",
     "ToolTimeout",
     "TooldispatchError",
+    "backend_from_profile",
+    "load_profile",
     "normalize_tools",
+    "parse_tool_calls",
+    "repair_call",
+    "resolve_name",
 ]
 
 
