@@ -99,7 +99,7 @@ def _buckets(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
 
 def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(9, 2.2 * len(cells) + 3), 6))
+    fig, ax = plt.subplots(figsize=(max(9, 2.4 * len(cells) + 2), 6))
     width = 0.8 / len(MODE_ORDER)
     for j, mode in enumerate(MODE_ORDER):
         rates = [getattr(c, metric)[mode] for c in cells]
@@ -109,7 +109,7 @@ def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str)
         ax.bar(xs, values, width, yerr=err, capsize=2, color=_MODE_COLORS[mode], label=MODE_LABELS[mode])
         for x, r in zip(xs, rates, strict=True):
             ax.text(x, 100 * r.high + 1, f"{100 * r.value:.0f}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(cells)), [_tick(c) for c in cells], fontsize=8)
+    ax.set_xticks(range(len(cells)), [_tick(c) for c in cells], fontsize=7)
     n = max((getattr(c, metric)["repair"].n for c in cells), default=0)
     if metric == "accuracy":
         ax.set_ylabel("BFCL AST accuracy (%), 95 % bootstrap CI")
@@ -134,7 +134,7 @@ def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str)
 
 def _latency(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cells) + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(max(9, 2.4 * len(cells) + 2), 5))
     xs = list(range(len(cells)))
     p50 = [c.latency_p50_s or 0.0 for c in cells]
     p95 = [c.latency_p95_s or 0.0 for c in cells]
@@ -144,7 +144,7 @@ def _latency(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
     for x, c in zip(xs, cells, strict=True):
         tps = f"{c.tokens_per_s:.0f} tok/s" if c.tokens_per_s else "tok/s n/a"
         ax.text(x, (c.latency_p95_s or 0.0) + 0.02 * top, tps, ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(xs, [_tick(c) for c in cells], fontsize=8)
+    ax.set_xticks(xs, [_tick(c) for c in cells], fontsize=7)
     ax.set_ylabel("seconds per request")
     ax.set_ylim(0, top * 1.18)
     ax.set_title(f"{title}Latency per request (labels: median decode tokens/s)")
