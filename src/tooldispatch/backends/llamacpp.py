@@ -37,6 +37,7 @@ from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundEr
 from tooldispatch.models.gguf import GGUFError, read_header
 from tooldispatch.models.manifest import Manifest, Reasoning, list_models, load_manifest
 from tooldispatch.models.store import parse_spec, resolve
+from tooldispatch.prompting.formats import get_format
 from tooldispatch.prompting.grammar import tool_call_grammar
 from tooldispatch.prompting.markers import MarkerSplitter
 from tooldispatch.prompting.prompt import render_prompt
@@ -112,7 +113,7 @@ class LlamaCppBackend:
                 f"{path} is not a usable GGUF file ({exc}); pull it again (tooldispatch models pull NAME@QUANT --force)"
             ) from exc
         profile = _profile(manifest, family, path)
-        self._tool_format = tool_format or profile.tool_format
+        self._tool_format = get_format(tool_format or profile.tool_format).name
         self._tool_results = profile.tool_results
         self._reasoning = profile.reasoning
         self.model_name = profile.name
@@ -156,6 +157,21 @@ class LlamaCppBackend:
     def capabilities(self) -> Capabilities:
         """In-process llama.cpp: prompt-mode tools, GBNF constraint available."""
         return self._capabilities
+
+    @property
+    def tool_format(self) -> str:
+        """The tool prompt format this backend writes prompts in (``hermes_list`` for SmolLM2)."""
+        return self._tool_format
+
+    @property
+    def parser_format(self) -> str:
+        """The ``tool_format`` to pass to ``parse_tool_calls`` for this model's output."""
+        return get_format(self._tool_format).parser_format
+
+    @property
+    def reasoning_open(self) -> bool:
+        """Whether the prompt already opened a reasoning block (pass to ``parse_tool_calls``)."""
+        return self._reasoning is not None and self._reasoning.starts_open
 
     def render(self, request: ChatRequest) -> str:
         """The prompt text this backend sends for a request (for inspection and tests)."""

@@ -147,6 +147,7 @@ class ToolFormat:
         system: renders the system-prompt block for a list of tools.
         calls: renders an assistant turn's calls as text.
         result: wraps one tool result for a user turn.
+        parser_format: the ``tool_format`` name ``parse_tool_calls`` reads this syntax with.
         arguments_key: the key holding arguments in JSON call objects (``arguments`` or ``parameters``).
     """
 
@@ -154,15 +155,16 @@ class ToolFormat:
     system: Callable[[Sequence[ToolSpec]], str]
     calls: Callable[[CallList], str]
     result: Callable[[str], str]
+    parser_format: str
     arguments_key: str = "arguments"
 
 
 FORMATS: Mapping[str, ToolFormat] = {
-    "hermes": ToolFormat("hermes", _hermes_system, _hermes_calls, _tool_response),
-    "hermes_list": ToolFormat("hermes_list", _hermes_list_system, _hermes_list_calls, _tool_response),
-    "json": ToolFormat("json", _json_system, _json_calls, _tool_response, arguments_key="parameters"),
-    "pythonic": ToolFormat("pythonic", _pythonic_system, _pythonic_calls, _tool_response),
-    "gemma_tool_code": ToolFormat("gemma_tool_code", _gemma_system, _gemma_calls, _tool_output),
+    "hermes": ToolFormat("hermes", _hermes_system, _hermes_calls, _tool_response, "hermes"),
+    "hermes_list": ToolFormat("hermes_list", _hermes_list_system, _hermes_list_calls, _tool_response, "hermes"),
+    "json": ToolFormat("json", _json_system, _json_calls, _tool_response, "llama3_json", arguments_key="parameters"),
+    "pythonic": ToolFormat("pythonic", _pythonic_system, _pythonic_calls, _tool_response, "pythonic"),
+    "gemma_tool_code": ToolFormat("gemma_tool_code", _gemma_system, _gemma_calls, _tool_output, "gemma"),
 }
 
 

@@ -79,7 +79,8 @@ async def test_constrained_mode_yields_a_valid_call(smollm2_backend: LlamaCppBac
     assert completion.finish_reason == "stop"
     assert completion.content.startswith("<tool_call>[{")
     assert completion.content.endswith("}]</tool_call>")
-    outcome = parse_tool_calls(completion.content, [WEATHER, TIME])
+    assert smollm2_backend.parser_format == "hermes"
+    outcome = parse_tool_calls(completion.content, [WEATHER, TIME], tool_format=smollm2_backend.parser_format)
     assert len(outcome.calls) >= 1
     schemas = {"get_weather": WEATHER.parameters, "get_time": TIME.parameters}
     for call in outcome.calls:
