@@ -172,7 +172,11 @@ def _evaluate(
     cache: dict[tuple[str | None, str, str], RepairResult],
 ) -> tuple[Candidate, str | None]:
     """Bucket one RawCall; also return the declared name it resolved to when accepted."""
-    tolerances = tuple(Repair("wrapper" if fix in _WRAPPER_FIXES else "json", "", fix, None) for fix in raw.lenient)
+    tolerances = (
+        tuple(Repair("wrapper" if fix in _WRAPPER_FIXES else "json", "", fix, None) for fix in raw.lenient)
+        if raw.lenient
+        else ()
+    )
     found_stage: Stage = "fallback" if raw.lenient else raw.stage
     common: dict[str, Any] = {"raw": raw.raw, "span": raw.span, "format": raw.format, "name": raw.name, "flags": flags}
     args = raw.arguments if isinstance(raw.arguments, dict) else None

@@ -112,14 +112,20 @@ def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | 
     overlapping text, the find that starts first (then the longer one, then the
     format listed first in ``FORMATS``) wins; finds of one format never conflict with each other.
     """
+    selected = select_formats(text, tool_format, markers)
+    if not selected:
+        return []
     found: list[tuple[int, int, int, RawCall]] = []
-    for rank, fmt in enumerate(select_formats(text, tool_format, markers)):
+    for rank, fmt in enumerate(selected):
         try:
             calls = fmt.find(text)
         except (RecursionError, TimeoutError):
             # Pathological input (thousands of nested brackets, a regex past its time bound): no find.
             continue
         found.extend((c.span[0], -c.span[1], rank, c) for c in calls if not is_schema_echo(c.arguments))
+    if len(selected) == 1:
+        # One finder: its finds are already in text order and never conflict.
+        return [t[3] for t in found]
     found.sort(key=lambda t: (t[0], t[1], t[2]))
     kept: list[RawCall] = []
     owner: tuple[int, tuple[int, int]] | None = None
