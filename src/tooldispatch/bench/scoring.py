@@ -193,21 +193,12 @@ def baseline_calls(record: OutputRecord, tools: Sequence[Mapping[str, Any]], par
     return [(str(c.name), c.arguments or {}) for c in strict]
 
 
-_PROMPT_TO_PARSER_FORMAT = {
-    "hermes_list": "hermes",
-    "hermes": "hermes",
-    "gemma_tool_code": "gemma",
-    "json": "llama3_json",
-    "pythonic": "pythonic",
-}
-
-
 def parser_format(prompt_format: str) -> str:
-    """The parser's strict format for a family's prompt format (``auto`` when unknown)."""
-    from tooldispatch.parsing.formats import FORMATS
+    """The parser's strict format for a family's prompt format (``auto`` when unknown or not given)."""
+    from tooldispatch.prompting.formats import FORMATS
 
-    name = _PROMPT_TO_PARSER_FORMAT.get(prompt_format, prompt_format)
-    return name if name in FORMATS else "auto"
+    fmt = FORMATS.get(prompt_format)
+    return fmt.parser_format if fmt is not None else "auto"
 
 
 def json_repair_calls(text: str) -> list[Call]:
