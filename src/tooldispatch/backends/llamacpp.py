@@ -102,7 +102,7 @@ class LlamaCppBackend:
         verbose: bool = False,
         chat_format_override: str | None = None,
     ) -> None:
-        if isinstance(model_path, str) and not model_path.endswith(".gguf"):
+        if isinstance(model_path, str) and not model_path.endswith(".gguf") and not Path(model_path).is_file():
             spec = parse_spec(model_path)
             manifest = manifest if manifest is not None else spec.manifest
         path = resolve(model_path)

@@ -167,7 +167,7 @@ def resolve(spec: str | Path) -> Path:
             says the exact command that fixes it.
         ConfigError: unknown model or quantization.
     """
-    if isinstance(spec, Path) or spec.endswith(".gguf"):
+    if isinstance(spec, Path) or spec.endswith(".gguf") or Path(spec).is_file():
         path = Path(spec)
         if not path.is_file():
             raise ModelNotFoundError(f"no model file at {path}; give an existing .gguf path or a name@QUANT")
