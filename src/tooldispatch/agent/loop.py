@@ -234,13 +234,20 @@ class Agent:
                 end, error = "backend_error", str(exc)
                 break
             tokens += completion.usage.completion_tokens if completion.usage else 0
+            # Reasoning that the engine split off goes back in its markers, so that a call the model put
+            # inside its reasoning is still recovered (and flagged ``in_reasoning``).
+            text = (
+                f"<think>{completion.reasoning}</think>{completion.content}"
+                if completion.reasoning
+                else completion.content
+            )
             outcome = parse_tool_calls(
-                completion.content,
+                text,
                 self._tool_map,
                 native_calls=[c.to_openai() for c in completion.native_calls] or None,
                 finish_reason=completion.finish_reason,
                 tool_format=self.tool_format,
-                reasoning_open=self.reasoning_open,
+                reasoning_open=self.reasoning_open and not completion.reasoning,
                 repair=self.repair,
             )
             self._emit(TurnParsed(index, outcome, completion))

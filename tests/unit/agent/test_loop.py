@@ -234,3 +234,19 @@ def test_reasoning_time_never_counts_against_a_tool_timeout() -> None:
     assert latencies["reasoning"] >= 2.0
     assert 0.5 <= latencies["tool"] < latencies["reasoning"]
     assert run.turns[0].reasoning_s >= 2.0
+
+
+def test_call_inside_split_reasoning_is_recovered() -> None:
+    """A call the engine left in its reasoning field is still found, flagged in_reasoning, and dispatched."""
+    calls: list[dict[str, Any]] = []
+    backend = ScriptedBackend(
+        [
+            ScriptedTurn(reasoning="I will call " + _call("get_weather", city="Lima"), content=""),
+            ScriptedTurn(content="Lima is warm."),
+        ]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry(calls))).run("Lima?")
+    assert calls == [{"tool": "get_weather", "city": "Lima", "unit": "celsius"}]
+    call = run.turns[0].outcome.calls[0]
+    assert call.flags == frozenset({"in_reasoning"})
+    assert run.turns[0].outcome.reasoning.startswith("I will call")
