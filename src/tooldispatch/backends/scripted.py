@@ -98,6 +98,8 @@ class ScriptedBackend:
             text = args if isinstance(args, str) else json.dumps(args)
             yield ToolCallDelta(index=index, id=f"call_{index}", name=str(call["name"]), arguments=text)
             produced += len(text)
-        yield Usage(prompt_tokens=sum(len(str(m.get("content") or "")) for m in request.messages) // 4,
-                    completion_tokens=max(1, produced // 4))
+        yield Usage(
+            prompt_tokens=sum(len(str(m.get("content") or "")) for m in request.messages) // 4,
+            completion_tokens=max(1, produced // 4),
+        )
         yield Finish(reason=turn.finish_reason, model="scripted")
