@@ -60,13 +60,14 @@ FIX_TAG = "wrapper_tag"
 _RESCAN_DEPTH = 2  # how many wrapper objects deep calls are looked for (``{"tool_calls": [{...}]}``)
 
 _TAG = re.compile(r"<\|?[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
-_FENCE = re.compile(r"```[ \t]*([\w+\-]*)[^\n`]*")
+_FENCE = re.compile(r"```[ \t]*([\w+\-]*)[ \t]*\n?")
 _DQ_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
 _SQ_BODY = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
 _IN_OBJECT = re.compile(r"\{+|\}|[\"']")
 _IN_CALL = re.compile(r"[()\[\]{}\"']")
 _VALID_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
-_CALL_NAME = re.compile(r"(?<![\w.$\-])([A-Za-z_][\w.\-]{0,127})[ \t]*\(")
+_KWARG_START = re.compile(r"\s*[A-Za-z_]\w*\s*=(?!=)")
+_SEPARATORS = re.compile(r"[\s_\-]")
 _CLOSE_PAREN = re.compile(r"\s*\)")
 _REACT_BEFORE = re.compile(
     r"Action[ \t]*:[ \t]*([A-Za-z_][\w.\-]{0,127})[ \t]*\r?\n[ \t]*Action[ \t]+Input[ \t]*:\s*\Z"
@@ -91,6 +92,14 @@ class _Found:
     start: int
     end: int
     call: RawCall
+    wrapper: str = ""  # "tag" or "fence" when wrapped
+    wrapper_fixes: tuple[str, ...] = ()
+
+    def finish(self, text: str) -> RawCall:
+        call = self.call
+        fmt = f"{self.wrapper}:{call.format}" if self.wrapper else call.format
+        lenient = call.lenient + tuple(x for x in self.wrapper_fixes if x not in call.lenient)
+        return replace(call, span=(self.start, self.end), raw=text[self.start : self.end], format=fmt, lenient=lenient)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +168,7 @@ class _Region:
         self.hi = end
         self.at_end = end == len(text)
         self.tools = tools
+        self.anchors: dict[str, str | None] = {}
 
     def find(self) -> list[RawCall]:
         pairs, unclosed = _scan_objects(self.text, self.lo, self.hi)
@@ -174,7 +184,7 @@ class _Region:
             return []
         self._wrap(kept)
         self._absorb_separators(kept)
-        return [replace(f.call, span=(f.start, f.end), raw=self.text[f.start : f.end]) for f in kept]
+        return [f.finish(self.text) for f in kept]
 
     # -- JSON objects -------------------------------------------------------------------------------
 
@@ -343,35 +353,38 @@ class _Region:
     def _python_calls(self, objects: list[tuple[int, int]]) -> list[_Found]:
         """``name(key=value, ...)`` outside JSON objects."""
         found: list[_Found] = []
-        skip_until = self.lo
+        text = self.text
         taken = sorted(objects)
         t = 0
-        for m in _CALL_NAME.finditer(self.text, self.lo, self.hi):
-            start = m.start()
-            if start < skip_until:
-                continue
-            while t < len(taken) and taken[t][1] <= start:
-                t += 1
-            if t < len(taken) and taken[t][0] <= start:
-                continue  # inside a JSON object already looked at
-            resolved = self._anchor(m.group(1))
-            if resolved is None or _DEF_BEFORE.search(self.text, max(self.lo, start - 16), start):
-                continue
-            open_paren = m.end() - 1
-            after = self.text[m.end() : m.end() + 64].lstrip()
-            if after.startswith("{"):
-                continue  # ``name({...})``: the object finder reads it
-            close = _match_call(self.text, open_paren, self.hi)
-            if close is None:
-                call = self._truncated_python(resolved, open_paren)
-                if call is not None:
-                    found.append(_Found(start, self.hi, call))
+        paren = text.find("(", self.lo, self.hi)
+        while paren >= 0:
+            nxt = paren + 1
+            named = _name_ending_at(text, paren, self.lo)
+            if named is not None:
+                while t < len(taken) and taken[t][1] <= named[1]:
+                    t += 1
+                if not (t < len(taken) and taken[t][0] <= named[1]):  # not inside a JSON object
+                    hit, nxt = self._python_at(named[0], named[1], paren)
+                    if hit is not None:
+                        found.append(hit)
+            if nxt >= self.hi:
                 break  # everything after an unclosed call is inside it
-            call = self._python_call(resolved, self.text[open_paren + 1 : close - 1])
-            if call is not None:
-                found.append(_Found(start, close, call))
-                skip_until = close
+            paren = text.find("(", nxt, self.hi)
         return found
+
+    def _python_at(self, name: str, start: int, paren: int) -> tuple[_Found | None, int]:
+        """The call whose name starts at ``start``, and where to look for the next one."""
+        resolved = self._anchor(name)
+        if resolved is None or _DEF_BEFORE.search(self.text, max(self.lo, start - 16), start):
+            return None, paren + 1
+        if self.text[paren + 1 : paren + 65].lstrip().startswith("{"):
+            return None, paren + 1  # ``name({...})``: the object finder reads it
+        close = _match_call(self.text, paren, self.hi)
+        if close is None:
+            call = self._truncated_python(resolved, paren)
+            return (_Found(start, self.hi, call) if call is not None else None), self.hi
+        call = self._python_call(resolved, self.text[paren + 1 : close - 1])
+        return (_Found(start, close, call) if call is not None else None), close
 
     def _python_call(self, name: str, inner: str) -> RawCall | None:
         parsed = _parse_kwargs(inner)
@@ -385,7 +398,7 @@ class _Region:
 
     def _truncated_python(self, name: str, open_paren: int) -> RawCall | None:
         inner = self.text[open_paren + 1 : self.hi]
-        if not self.at_end or not re.match(r"\s*[A-Za-z_]\w*\s*=(?!=)", inner):
+        if not self.at_end or not _KWARG_START.match(inner):
             return None
         for closer in (")", '")', "')", "])", '"])', "'])", "})", '"})', "'})"):
             parsed = _parse_kwargs(inner + closer[:-1])
@@ -401,6 +414,12 @@ class _Region:
         """The name as it should be reported when it anchors a candidate, else ``None``."""
         if name in self.tools:
             return name
+        if name in self.anchors:
+            return self.anchors[name]
+        self.anchors[name] = found = self._resolve_anchor(name)
+        return found
+
+    def _resolve_anchor(self, name: str) -> str | None:
         if not _VALID_NAME.fullmatch(name) or name.lower() in PLACEHOLDER_NAMES:
             return None
         if "." in name:
@@ -423,6 +442,8 @@ class _Region:
 
     def _wrap(self, kept: list[_Found]) -> None:
         """Grow candidates over the tags or fences around them, and mark the wrapper in ``format``."""
+        if self.text.find("<", self.lo, self.hi) < 0 and self.text.find("```", self.lo, self.hi) < 0:
+            return
         k = 0
         for w in _wrappers(self.text, self.lo, self.hi):
             while k < len(kept) and kept[k].start < w.body:
@@ -434,14 +455,18 @@ class _Region:
                 j += 1
             if not inside:
                 continue
-            _partition(inside, w.start, w.end)
+            # A call that starts inside the wrapper but runs past it keeps the wrapper's end for itself.
+            end = w.end if j == len(kept) or kept[j].start >= w.end else inside[-1].end
+            start = w.start if k == 0 or kept[k - 1].end <= w.start else inside[0].start
+            _partition(inside, start, end)
             fixes = w.fixes(self.text)
             for f in inside:
-                lenient = f.call.lenient + tuple(x for x in fixes if x not in f.call.lenient)
-                f.call = replace(f.call, format=f"{w.kind}:{f.call.format}", lenient=lenient)
+                f.wrapper, f.wrapper_fixes = w.kind, fixes
             k = j
-        for f in kept:  # a closing tag with no opening one, right after the call
-            m = _TAG.match(self.text, _SEPARATOR.match(self.text, f.end, self.hi).end(), self.hi)  # type: ignore[union-attr]
+        for i, f in enumerate(kept):  # a closing tag with no opening one, right after the call
+            limit = kept[i + 1].start if i + 1 < len(kept) else self.hi
+            gap = _SEPARATOR.match(self.text, f.end, limit)
+            m = _TAG.match(self.text, gap.end(), limit) if gap else None
             if m and m.group(1) and is_wrapper_name(m.group(2)):
                 f.end = m.end()
 
@@ -450,7 +475,8 @@ class _Region:
         text = self.text
         run_start = 0
         for i in range(1, len(kept) + 1):
-            joined = i < len(kept) and _SEPARATOR.match(text, kept[i - 1].end, kept[i].start).end() == kept[i].start  # type: ignore[union-attr]
+            gap = _SEPARATOR.match(text, kept[i - 1].end, kept[i].start) if i < len(kept) else None
+            joined = gap is not None and gap.end() == kept[i].start
             if joined:
                 kept[i].start = kept[i - 1].end
                 continue
@@ -599,13 +625,29 @@ def _wrappers(text: str, lo: int, hi: int) -> list[_Wrapper]:
 
 def is_wrapper_name(raw: str) -> bool:
     """True for a tag name that reads as a tool-call wrapper (``tool_call`` misspelled, re-cased, spaced)."""
-    name = re.sub(r"[\s_\-]", "", raw).lower()
+    name = _SEPARATORS.sub("", raw).lower()
     if name in _WRAPPER_TAGS:
         return True
     return len(name) >= 6 and (
         Levenshtein.distance(name, "toolcall", score_cutoff=2) <= 2
         or Levenshtein.distance(name, "functioncall", score_cutoff=2) <= 2
     )
+
+
+def _name_ending_at(text: str, end: int, lo: int) -> tuple[str, int] | None:
+    """The identifier just before ``end`` (spaces or tabs may come between), and where it starts."""
+    k = end
+    while k > lo and text[k - 1] in " \t":
+        k -= 1
+    stop = k
+    while k > lo and stop - k <= 128 and (text[k - 1].isalnum() or text[k - 1] in "_.-"):
+        k -= 1
+    if k == stop or (k > lo and (text[k - 1].isalnum() or text[k - 1] in "_.-$")):
+        return None
+    m = _VALID_NAME.match(text, k, stop)
+    if m is None or m.end() != stop:
+        return None
+    return m.group(), k
 
 
 def _name_before(text: str, s: int, lo: int) -> tuple[str, int, bool] | None:
@@ -641,25 +683,25 @@ def _name_before(text: str, s: int, lo: int) -> tuple[str, int, bool] | None:
 def _is_schema_echo(value: Mapping[str, Any]) -> bool:
     """A tool declaration copied back (``{"type": "function", "function": {... "parameters": schema}}``)."""
     fn = value.get("function")
-    if value.get("type") == "function" and isinstance(fn, Mapping):
+    if value.get("type") == "function" and isinstance(fn, dict):
         return _is_schema(fn.get("parameters"))
     return "description" in value and _is_schema(value.get("parameters"))
 
 
 def _is_schema(value: Any) -> bool:
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         return False
     props = value.get("properties")
-    if not isinstance(props, Mapping):
+    if not isinstance(props, dict):
         return False
     if value.get("type") == "object" or isinstance(value.get("required"), list):
         return True
-    return bool(props) and all(isinstance(p, Mapping) and _SCHEMA_KEYWORDS.intersection(p) for p in props.values())
+    return bool(props) and all(isinstance(p, dict) and _SCHEMA_KEYWORDS.intersection(p) for p in props.values())
 
 
 def _looks_like_schema(args: Any, spec: ToolSpec) -> bool:
     """Arguments that are a JSON Schema rather than values (unless the tool takes such keys)."""
-    if not isinstance(args, Mapping) or "properties" in spec.properties:
+    if not isinstance(args, dict) or "properties" in spec.properties:
         return False
     return _is_schema(args)
 
@@ -668,7 +710,7 @@ def _is_placeholder_args(args: Any) -> bool:
     """``{...}``-style stand-ins, or an object whose every value is one (``{"city": "..."}``)."""
     if isinstance(args, str):
         return bool(_PLACEHOLDER_TEXT.fullmatch(args))
-    if isinstance(args, Mapping) and args:
+    if isinstance(args, dict) and args:
         return all(isinstance(v, str) and _PLACEHOLDER_TEXT.fullmatch(v) for v in args.values())
     return False
 
@@ -753,7 +795,7 @@ def _raw_call(
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-]", "", name).lower()
+    return _SEPARATORS.sub("", name).lower()
 
 
 def _canonical(name: str, tools: Mapping[str, ToolSpec]) -> str:

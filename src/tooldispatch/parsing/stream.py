@@ -217,7 +217,8 @@ class StreamParser:
             return []
         self._events = []
         if self._mode == _SEGMENT:
-            self._finish_segment("".join(self._seg), finish_reason)
+            # Only its content is given out here; its calls come from the whole-text outcome below.
+            self._finish_segment("".join(self._seg), finish_reason, report_calls=False)
         elif self._pending:
             if self._mode == _REASONING:
                 self._events.append(ReasoningText(self._pending))
@@ -383,7 +384,7 @@ class StreamParser:
         self._seg_len = base + len(text)
         return None
 
-    def _finish_segment(self, segment: str, finish_reason: str | None) -> None:
+    def _finish_segment(self, segment: str, finish_reason: str | None, *, report_calls: bool = True) -> None:
         """Parse one held segment on its own and report its calls (or give it back as content)."""
         self._mode = _CONTENT
         self._seg = []
@@ -396,8 +397,9 @@ class StreamParser:
             return
         if outcome.content:
             self._events.append(ContentText(outcome.content))
-        for call in outcome.calls:
-            self._emit_call(call)
+        if report_calls:
+            for call in outcome.calls:
+                self._emit_call(call)
 
     def _emit_call(self, call: ToolCall) -> None:
         if call.id is None or call.id.startswith("call_"):

@@ -299,13 +299,25 @@ def test_one_megabyte_inputs_return() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.sampled_from([*"{}[]()\"':,= \n<>/_abcdeghilmnoprtuwy0123456789", "get_weather", "name", "get_time()"]),
+        st.sampled_from(
+            [
+                *"{}[]()\"':,= \n<>/_`abcdeghilmnoprtuwy0123456789",
+                "get_weather",
+                "name",
+                "get_time()",
+                "```",
+                "<toolcall>",
+            ]
+        ),
         max_size=80,
     ).map("".join)
 )
 def test_fallback_names_are_always_declared_or_resolvable(text: str) -> None:
-    """On arbitrary text, every fallback candidate names a declared tool (exactly or boundedly resolved)."""
+    """On arbitrary text, every candidate names a declared tool, and spans are in order and never overlap."""
+    previous_end = 0
     for call in find_fallback(text, TOOLS):
         assert call.name is not None
         assert resolve_name(call.name, TOOLS, level="bounded")[0] in TOOLS
-        assert 0 <= call.span[0] < call.span[1] <= len(text)
+        assert previous_end <= call.span[0] < call.span[1] <= len(text)
+        assert call.raw == text[call.span[0] : call.span[1]]
+        previous_end = call.span[1]

@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import (
@@ -192,3 +194,46 @@ def test_large_and_deep_inputs_stream_without_error() -> None:
     deep = "{" * 10_000 + "]" * 10_000
     parser, _ = stream(deep, [512])
     assert parser.outcome == parse_tool_calls(deep, TOOLS)
+
+
+_PIECES = [
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+    'get_weather(city="Rome")',
+    "get_time()",
+    "[TOOL_CALLS]",
+    "```json\n",
+    "```",
+    "<|channel|>analysis<|message|>",
+    "<|end|>",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    '"',
+    "'",
+    "\\",
+    "<",
+    ">",
+    " ",
+    "\n",
+    "word",
+    "get_wea",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=30).map("".join), st.lists(st.integers(1, 9), min_size=1, max_size=8)
+)
+def test_any_text_in_any_chunks_gives_the_whole_text_outcome(text: str, sizes: list[int]) -> None:
+    """For arbitrary call-like text and chunking, the outcome equals the whole-text parse and nothing raises."""
+    parser, events = stream(text, sizes)
+    assert parser.outcome == parse_tool_calls(text, TOOLS)
+    shown = "".join(e.text for e in events if isinstance(e, ContentText | ReasoningText))
+    assert len(shown) <= len(text)
