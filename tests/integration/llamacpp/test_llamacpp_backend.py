@@ -7,7 +7,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tooldispatch.backends.base import Backend, ChatRequest, ContentDelta, Event, Finish, Usage, collect
+from tooldispatch.backends.base import Backend, ChatRequest, ContentDelta, Event, Finish, ReasoningDelta, Usage, collect
 from tooldispatch.backends.llamacpp import LlamaCppBackend
 from tooldispatch.errors import ConfigError, ModelNotFoundError
 from tooldispatch.models import Reasoning
@@ -125,3 +125,27 @@ def test_bad_gguf_is_model_not_found(tmp_path: Path) -> None:
     bad.write_bytes(b"\0" * 64)
     with pytest.raises(ModelNotFoundError, match=r"is not a usable GGUF file .*pull NAME@QUANT --force"):
         LlamaCppBackend(bad)
+
+
+async def test_template_opened_reasoning_streams_as_reasoning(smollm2_path: Path) -> None:
+    """With a template that opens <think>, the grammar forces reasoning first and it streams as ReasoningDelta."""
+    import dataclasses
+
+    from tooldispatch.models import load_manifest, read_header
+
+    manifest = dataclasses.replace(
+        load_manifest("smollm2-135m-instruct"), reasoning=Reasoning("<think>", "</think>", starts_open=True)
+    )
+    template = read_header(smollm2_path).chat_template
+    assert template is not None
+    opened = template.replace("'<|im_start|>assistant\n'", "'<|im_start|>assistant\n<think>\n'")
+    backend = LlamaCppBackend(smollm2_path, manifest=manifest, chat_format_override=opened, n_ctx=2048, n_threads=2)
+    try:
+        request = ChatRequest(messages=ASK, tools=[WEATHER], constrained=True, max_tokens=8)
+        assert backend.render(request).endswith("<|im_start|>assistant\n<think>\n")
+        assert backend.reasoning_open is True
+        events = await _events(backend, request)
+    finally:
+        backend.close()
+    assert {type(e) for e in events[:-2]} == {ReasoningDelta}
+    assert isinstance(events[-1], Finish) and events[-1].reason == "length"
