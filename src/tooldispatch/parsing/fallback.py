@@ -74,7 +74,7 @@ _REACT_BEFORE = re.compile(
 )
 _DEF_BEFORE = re.compile(r"(?:def|class|function|fn)[ \t]+\Z")
 _SALVAGE_NAME = re.compile(
-    r"[\"']?(?:name|function|tool|tool_name|function_name)[\"']?[ \t]*:[ \t]*[\"']([^\"'\n]{1,128})[\"']"
+    r"\{\s*[\"']?(?:name|function|tool|tool_name|function_name)[\"']?[ \t]*:[ \t]*[\"']([^\"'\n]{1,128})[\"']"
 )
 _SALVAGE_ARGS = re.compile(
     r"[\"']?(?:arguments|parameters|args|input|tool_input|action_input|params)[\"']?[ \t]*:[ \t]*(?=[{\"'])"
@@ -280,8 +280,16 @@ class _Region:
         merged = fixes + tuple(f for f in inner.fixes if f not in fixes)
         if isinstance(inner.value, dict) and _is_placeholder_args(inner.value):
             return None
+        cut = None if inner.complete or truncated else "the arguments string ends inside a value"
         return _raw_call(
-            "json", name, inner.value, obj_text, args_text=args, fixes=merged, truncated=truncated or not inner.complete
+            "json",
+            name,
+            inner.value if cut is None else None,
+            obj_text,
+            args_text=args,
+            fixes=merged,
+            truncated=truncated,
+            error=cut,
         )
 
     def _named_object(
@@ -316,7 +324,7 @@ class _Region:
     def _salvage(self, s: int, e: int, obj_text: str, error: str, *, closed: bool) -> _Found | None:
         """A call object whose JSON cannot be read: keep the name when it is anchored, and the error."""
         truncated = not closed and self.at_end and e == self.hi
-        name_m = _SALVAGE_NAME.search(obj_text)
+        name_m = _SALVAGE_NAME.match(obj_text)  # the name is the first key of a call object
         if name_m is not None:
             args_m = _SALVAGE_ARGS.search(obj_text)
         else:

@@ -209,6 +209,22 @@ def test_undecodable_arguments_keep_the_name_and_the_error() -> None:
     )
 
 
+def test_truncated_call_after_a_stray_brace_starts_at_its_own_object() -> None:
+    """A cut-off call after an unclosed brace in prose spans only the call object."""
+    call = one('Use { to group. {"name": "get_weather", "arguments": {"city": "Par')
+    assert (call.span, call.arguments, call.truncated) == ((16, 66), {"city": "Par"}, True)
+
+
+def test_arguments_string_cut_inside_a_complete_object_is_undecodable() -> None:
+    """A JSON-string argument that ends mid-value inside a closed object is a decode error, not a partial call."""
+    call = one('{"name": "get_weather", "arguments": "{\\"city\\": \\"Par"} ok')
+    assert (call.arguments, call.decode_error, call.truncated) == (
+        None,
+        "the arguments string ends inside a value",
+        False,
+    )
+
+
 def test_excluded_spans_are_not_searched() -> None:
     """Text inside an exclude span is never a fallback candidate; text outside still is."""
     first = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
