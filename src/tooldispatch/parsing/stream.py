@@ -113,6 +113,13 @@ _TAIL = 64  # how much of a segment is kept to find a closing marker split acros
 _BRACKETS = re.compile(r"[{}\[\]()\"'\\]")
 
 _CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
+_STATIC_STARTS = frozenset("<[{`")
+_TRAILING_WORD = re.compile(r"(?<![\w.])[\w.\-]+\Z")
+
+
+def _wordish(char: str) -> bool:
+    """True when a name cannot start right after ``char`` (it would continue a word)."""
+    return bool(char) and (char.isalnum() or char in "_.")
 
 
 class StreamParser:
@@ -150,9 +157,10 @@ class StreamParser:
         name_trigger = rf"| (?P<name>(?<![\w.])(?:functions\.)?(?:{names})[ \t]{{0,4}}(?::[ \t]{{0,4}})?[({{])"
         self._trigger = regex.compile(_STATIC_TRIGGERS + (name_trigger if names else ""), regex.VERBOSE)
         # Cheap pre-check: a trigger can only start at one of these characters (names only at a word start).
-        starts = "".join(sorted({re.escape(n[0]) for n in self._specs} | ({"f"} if names else set())))
-        name_start = rf"|(?<![\w.])[{starts}]" if starts else ""
-        self._maybe_trigger = re.compile(r"[<\[{`]" + name_start)
+        spelled = [*self._specs, *(f"functions.{n}" for n in self._specs)]
+        self._name_starts = frozenset(n[0] for n in spelled)
+        self._name_prefixes = frozenset(n[:k] for n in spelled for k in range(1, len(n) + 1))
+        self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._last = ""  # the last character given out as content (a name must not continue a word)
         self._chunks: list[str] = []
         self._pending = ""
@@ -187,7 +195,14 @@ class StreamParser:
             return []
         self._chunks.append(delta)
         if not self._pending:  # fast paths: plain content, plain reasoning
-            if self._mode == _CONTENT and self._maybe_trigger.search(self._last + delta, len(self._last)) is None:
+            if self._mode == _CONTENT and (
+                (
+                    len(delta) == 1
+                    and delta not in _STATIC_STARTS
+                    and (delta not in self._name_starts or _wordish(self._last))
+                )
+                or (len(delta) > 1 and not self._may_start_call(delta))
+            ):
                 self._last = delta[-1]
                 return [ContentText(delta)]
             if self._mode == _REASONING and "<" not in delta and "[" not in delta:
@@ -245,10 +260,10 @@ class StreamParser:
     # -- modes ------------------------------------------------------------------------------------------
 
     def _content(self, text: str) -> str:
-        context = self._last + text
-        if self._maybe_trigger.search(context, len(self._last)) is None:
+        if not self._may_start_call(text):
             self._say(text)
             return ""
+        context = self._last + text
         m = self._trigger.search(context, len(self._last), partial=True, timeout=_TIMEOUT_S)
         if m is None:
             self._say(text)
@@ -279,6 +294,14 @@ class StreamParser:
         if kind in ("brace", "list", "name"):
             return self._open_balanced(kind, matched, rest)
         return self._open_segment(kind, matched, rest)
+
+    def _may_start_call(self, delta: str) -> bool:
+        """Cheap test: could a call marker or a declared name start in ``delta`` (or continue past it)?"""
+        context = self._last + delta
+        if self._maybe_trigger.search(context, len(self._last)) is not None:
+            return True
+        tail = _TRAILING_WORD.search(context, len(self._last))
+        return tail is not None and tail.group() in self._name_prefixes
 
     def _say(self, text: str) -> None:
         self._events.append(ContentText(text))

@@ -44,6 +44,8 @@ SAMPLES = [
     '<Tool_Call>{"name": "get_weather", "arguments": {"city": "Par',
     f"{HERMES}\n{HERMES.replace('Paris', 'Rome')}",
     'Use {"city": "it\'s \\"quoted\\" }"} then get_weather({"city": "Oslo"})',
+    'get_weather(city="Paris")',
+    'functions.get_weather: {"city": "Oslo"} and get_time()',
     "",
 ]
 
@@ -114,6 +116,16 @@ def test_possible_call_prefixes_are_held_back_until_resolved() -> None:
     assert parser.feed(' {"na') == [ContentText(" ")]
     assert parser.feed('me": 1}') == [ContentText('{"name": 1}')]
     assert parser.close() == []
+
+
+def test_a_call_at_the_very_start_is_held_and_reported() -> None:
+    """A python call that starts the output is held from its first character and reported when it closes."""
+    parser = StreamParser(TOOLS)
+    assert [parser.feed(ch) for ch in 'get_weather(city="Paris"'] == [[] for _ in range(24)]
+    events = parser.feed(")")
+    assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, CallReady)] == [
+        ("get_weather", {"city": "Paris"})
+    ]
 
 
 def test_content_events_are_exactly_the_text_outside_calls() -> None:
