@@ -15,9 +15,9 @@ Known limits of the early reports (the final outcome is always exact): a call fo
 reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no closing marker) and a call
 whose closing marker never came are reported at ``close``, from the whole-text outcome. A ``</think>`` with no
 opener is only recognised when ``reasoning_open=True``. A call segment is parsed without the text around it,
-so a call's ``format``, ``stage`` or ``bucket`` may differ from the final outcome's (its name, arguments and id
-do not); wrappers nested in odd ways (a tag opened inside a fence) may be split differently than in the final
-outcome.
+so a reported call's ``format``, ``stage`` or ``bucket`` may differ from the final outcome's, and markers mixed
+in odd ways (a tag opened inside a fence, harmony channels inside ``<think>``) can make the early reports
+differ from the final calls.
 """
 
 from __future__ import annotations
