@@ -20,8 +20,11 @@ that names no declared tool are never candidates. When the name stands outside t
 the object must be one of the tool's parameters (so that ``the result of get_weather: {"temp": 20}`` stays prose).
 
 Names are kept as written (repair resolves them later), except that a namespace prefix such as ``functions.``
-is dropped. Each :class:`RawCall` has ``format`` set to the shape (``json``, ``named_json``, ``python_call``),
-prefixed by the wrapper when there was one (``tag:json``, ``fence:python_call``).
+is dropped. Each :class:`RawCall` has ``format`` set to the shape (``json``, ``named_json``, ``react``,
+``python_call``), prefixed by the wrapper when there was one (``tag:json``, ``fence:python_call``). Its
+``lenient`` lists the lenient-JSON fixes plus the wrapper tolerances: ``wrapper_tag`` (a tag other than
+``<tool_call>``), ``fence`` and ``unclosed_tag``. A span covers the wrapper, list brackets and separators that
+belong to the call, so none of them is left in the content.
 
 Every pattern here is linear: character classes with bounded repeats or unambiguous ``[^"\\\\]*(?:\\\\.[^"\\\\]*)*``
 string bodies; brace and parenthesis matching is a single forward scan with a counter.
