@@ -675,17 +675,8 @@ def _name_before(text: str, s: int, lo: int) -> tuple[str, int, bool] | None:
         k -= 1
     elif k - 1 > lo and text[k - 2 : k] == "->":
         k -= 2
-    while k > lo and text[k - 1] in " \t":
-        k -= 1
-    end = k
-    while k > lo and (text[k - 1].isalnum() or text[k - 1] in "_.-") and end - k <= 128:
-        k -= 1
-    if k > lo and (text[k - 1].isalnum() or text[k - 1] in "_.-$"):
-        return None  # longer than any name we accept
-    m = _VALID_NAME.match(text, k, end)
-    if m is None or m.end() != end:
-        return None
-    return m.group(), k, paren
+    named = _name_ending_at(text, k, lo)
+    return None if named is None else (named[0], named[1], paren)
 
 
 # -- value checks -------------------------------------------------------------------------------------
