@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -249,7 +250,7 @@ class Timing:
         size: bytes of text per pass.
         calls: labelled calls in the set.
         exact: labelled calls the method recovered exactly (-1 for reference timings that parse nothing).
-        seconds: the best pass over the set.
+        seconds: the median pass over the set.
     """
 
     label: str
@@ -298,11 +299,13 @@ _clock = time.process_time
 
 
 def _best(passes: Sequence[Callable[[], object]], rounds: int, *, min_seconds: float = 0.005) -> list[float]:
-    """Return each pass's best time over ``rounds`` rounds, the passes interleaved within a round.
+    """Return each pass's median time over ``rounds`` rounds, the passes interleaved within a round.
 
     Times are the CPU time of this process (every pass is single-threaded), so other work on a shared
-    machine moves them less than wall time. A pass quicker than ``min_seconds`` is repeated within one
-    timing (and the time divided), so that the clock's resolution does not decide small figures.
+    machine moves them less than wall time; interleaving exposes every method to the same load, and the
+    median (not the minimum) keeps one lucky or unlucky round from deciding a ratio. A pass quicker than
+    ``min_seconds`` is repeated within one timing (and the time divided), so that the clock's resolution
+    does not decide small figures.
     """
     repeats = []
     for run in passes:
@@ -310,14 +313,14 @@ def _best(passes: Sequence[Callable[[], object]], rounds: int, *, min_seconds: f
         run()
         once = max(_clock() - start, 1e-7)
         repeats.append(max(1, int(min_seconds / once)))
-    best = [float("inf")] * len(passes)
+    samples: list[list[float]] = [[] for _ in passes]
     for _ in range(rounds):
         for i, run in enumerate(passes):
             start = _clock()
             for _ in range(repeats[i]):
                 run()
-            best[i] = min(best[i], (_clock() - start) / repeats[i])
-    return best
+            samples[i].append((_clock() - start) / repeats[i])
+    return [statistics.median(times) for times in samples]
 
 
 def _pass(fn: Callable[[Record], object], records: Sequence[Record]) -> Callable[[], object]:
@@ -363,7 +366,7 @@ def run(directory: Path = CORPUS_DIR, *, rounds: int = 20) -> Report:
 
     Args:
         directory: the corpus (``*.jsonl`` records and ``tools.json``).
-        rounds: timing passes per method; the best pass is kept.
+        rounds: timing passes per method; the median pass is kept.
 
     Returns:
         The report; render it with ``tooldispatch.cli.parser_bench``.
@@ -493,7 +496,7 @@ def _parse_text(text: str, tools: Mapping[str, ToolSpec]) -> ParseOutcome:
 
 
 def _slowest(records: Sequence[Record], count: int = 5) -> list[tuple[str, float]]:
-    """Return the records that took longest to parse (microseconds per parse, best of 3)."""
+    """Return the records that took longest to parse (microseconds per parse, median of 3)."""
     costs: list[tuple[str, float]] = []
     for record in records:
         (seconds,) = _best([functools.partial(parse, record)], 3, min_seconds=0.001)
