@@ -337,3 +337,13 @@ def test_fallback_names_are_always_declared_or_resolvable(text: str) -> None:
         assert previous_end <= call.span[0] < call.span[1] <= len(text)
         assert call.raw == text[call.span[0] : call.span[1]]
         previous_end = call.span[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_unicode_never_raises(text: str) -> None:
+    """Any text gives a list of in-bounds, ordered candidates and never an exception."""
+    previous_end = 0
+    for call in find_fallback(text, TOOLS):
+        assert previous_end <= call.span[0] < call.span[1] <= len(text)
+        previous_end = call.span[1]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, LenientResult, loads_lenient
 
@@ -131,3 +134,28 @@ def test_huge_integer_literal_is_an_error_not_a_crash() -> None:
     """An integer with more digits than int() converts is a LenientJSONError."""
     with pytest.raises(LenientJSONError, match="unreadable number"):
         loads_lenient("{'n': " + "9" * 5000 + "}")
+
+
+_NOT_JSON = object()
+_JSONISH = st.lists(
+    st.sampled_from([*"{}[]:,'\"\\ \n\t-+.eE0123456789", "true", "None", "NaN", "key", "\\n", "\\u00e9", "\\ud83d"]),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_JSONISH, st.text(max_size=200)))
+def test_arbitrary_text_gives_a_result_or_a_lenient_error(text: str) -> None:
+    """On any text, loads_lenient returns or raises LenientJSONError, and JSON it accepts strictly is unchanged."""
+    try:
+        strict: Any = json.loads(text)
+    except (ValueError, RecursionError):
+        strict = _NOT_JSON
+    try:
+        result = loads_lenient(text)
+    except LenientJSONError:
+        return
+    if strict is not _NOT_JSON:
+        assert result == LenientResult(strict, (), True)
+    if not result.fixes:
+        assert result.complete is True

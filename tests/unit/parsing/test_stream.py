@@ -249,3 +249,11 @@ def test_any_text_in_any_chunks_gives_the_whole_text_outcome(text: str, sizes: l
     assert parser.outcome == parse_tool_calls(text, TOOLS)
     shown = "".join(e.text for e in events if isinstance(e, ContentText | ReasoningText))
     assert len(shown) <= len(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=300), st.integers(1, 40))
+def test_arbitrary_unicode_streams_without_error(text: str, size: int) -> None:
+    """Any text in any fixed chunk size streams, closes, and gives the whole-text outcome."""
+    parser, _ = stream(text, [size])
+    assert parser.outcome == parse_tool_calls(text, TOOLS)
