@@ -15,7 +15,15 @@ from tooldispatch.parsing._markers import for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.fallback import find_fallback
 from tooldispatch.parsing.formats import find_strict
-from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, missing_closers
+from tooldispatch.parsing.formats._common import (
+    FIX_FENCE,
+    FIX_INCOMPLETE,
+    FIX_UNCLOSED,
+    is_schema_echo,
+    missing_closers,
+)
+from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags
+from tooldispatch.parsing.formats.llama import find_llama3
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
@@ -36,6 +44,9 @@ from tooldispatch.types import (
 _LEVELS: frozenset[str] = frozenset({"bounded", "lossless", "none"})
 _STAGE_ORDER: tuple[Stage, ...] = ("none", "native", "strict", "fallback", "repair")
 _WRAPPER_FIXES = frozenset({FIX_UNCLOSED, FIX_FENCE})
+_TAG_ONLY_FORMATS = frozenset({"auto", "hermes", "qwen", "hermes_list"})
+_JSON_FORMATS = frozenset({"auto", "llama3_json", "llama3", "json"})
+_REASONING_OR_TOKENS = ("<|", "<｜", "think>", "THINK]")
 
 
 def parse_tool_calls(
@@ -75,21 +86,27 @@ def parse_tool_calls(
     specs = normalize_tools(tools)
     _check_repair(repair)
     text = text or ""
-    markers = scan_markers(text)
-    split = split_reasoning(text, reasoning_open=reasoning_open, markers=markers)
-    content_view = split.view("content")
-
-    natives = read_native_calls(native_calls or ())
-    outside = _find(content_view, specs, tool_format, markers)
-    removed = [raw.span for raw in outside]
-    if natives:
-        # A server that extracted calls may also leave them in the text: count each once.
-        native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
-        outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
-
+    natives: list[tuple[RawCall, str | None]] = []
     inside: list[RawCall] = []
-    if not natives and not outside and split.has_reasoning:
-        inside = _find(split.view("reasoning"), specs, tool_format, markers)
+    fast = None if native_calls else _find_common(text, tool_format, reasoning_open)
+    if fast is not None:
+        outside, content, reasoning = fast
+    else:
+        markers = scan_markers(text)
+        split = split_reasoning(text, reasoning_open=reasoning_open, markers=markers)
+        content_view = split.view("content")
+
+        natives = read_native_calls(native_calls or ())
+        outside = _find(content_view, specs, tool_format, markers)
+        removed = [raw.span for raw in outside]
+        if natives:
+            # A server that extracted calls may also leave them in the text: count each once.
+            native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
+            outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
+        if not natives and not outside and split.has_reasoning:
+            inside = _find(split.view("reasoning"), specs, tool_format, markers)
+        content = _content(text, split.spans("content"), removed)
+        reasoning = split.reasoning
 
     candidates: list[Candidate] = []
     calls: list[ToolCall] = []
@@ -99,8 +116,9 @@ def parse_tool_calls(
     entries: list[tuple[RawCall, str | None, frozenset[str]]] = [(raw, ident, frozenset()) for raw, ident in natives]
     entries += [(raw, None, frozenset()) for raw in outside]
     entries += [(raw, None, frozenset({FLAG_IN_REASONING})) for raw in inside]
+    cache = repaired if len(entries) > 1 else None
     for raw, ident, flags in entries:
-        candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags, repaired)
+        candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags, cache)
         candidates.append(candidate)
         if candidate.accepted and resolved is not None and candidate.arguments is not None:
             calls.append(_to_call(candidate, resolved, ident, len(calls), used_ids))
@@ -113,12 +131,59 @@ def parse_tool_calls(
     stage = _STAGE_ORDER[max((_STAGE_ORDER.index(c.stage) for c in calls), default=0)]
     return ParseOutcome(
         calls=tuple(calls),
-        content=_content(text, split.spans("content"), removed),
-        reasoning=split.reasoning,
+        content=content,
+        reasoning=reasoning,
         candidates=tuple(candidates),
         stage=stage,
         flags=frozenset(outcome_flags),
     )
+
+
+def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[list[RawCall], str, str] | None:
+    """The calls, content and reasoning of an output in one of the common simple shapes, else ``None``.
+
+    The shapes: hermes blocks in plain text, optionally after one leading ``<think>`` block, or one
+    bare Llama 3 JSON output. Each is what the full cascade finds for it (a test compares them), without
+    the marker scan, the reasoning split and the fallback scan, which find nothing more there.
+    """
+    if tool_format in _JSON_FORMATS and not reasoning_open and text.lstrip().startswith("{"):
+        for marker in _REASONING_OR_TOKENS:
+            if marker in text:
+                return None
+        calls = find_llama3(text)
+        if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
+            return None
+        return calls, "", ""
+    if tool_format in _TAG_ONLY_FORMATS:
+        start, reasoning = 0, ""
+        if "think>" in text:
+            split = _leading_think(text)
+            # A prompt-opened block closed at once leaves no reasoning segment: the cascade decides that.
+            if split is None or (reasoning_open and not split[1]):
+                return None
+            start, reasoning = split
+        elif reasoning_open:
+            return None
+        found = find_only_tool_call_tags(text, start)
+        if found is None or (reasoning and not found[0]):
+            # Nothing outside the reasoning: the cascade looks for calls inside it.
+            return None
+        return found[0], found[1], reasoning
+    return None
+
+
+def _leading_think(text: str) -> tuple[int, str] | None:
+    """Where the content starts and the reasoning, for one ``<think>…</think>`` (or bare ``…</think>``) lead."""
+    close = text.find("</think>")
+    if close < 0:
+        return None
+    opener = text.find("<think>")
+    if opener >= 0 and (opener > close or text[:opener].strip()):
+        return None
+    if text.count("think>") != (1 if opener < 0 else 2):
+        return None
+    body = 0 if opener < 0 else opener + len("<think>")
+    return close + len("</think>"), text[body:close].strip()
 
 
 def _check_repair(repair: RepairSpec) -> None:
@@ -169,7 +234,7 @@ def _evaluate(
     repair: RepairSpec,
     finish_reason: str | None,
     flags: frozenset[str],
-    cache: dict[tuple[str | None, str, str], RepairResult],
+    cache: dict[tuple[str | None, str, str], RepairResult] | None,
 ) -> tuple[Candidate, str | None]:
     """Bucket one RawCall; also return the declared name it resolved to when accepted."""
     tolerances = (
@@ -202,10 +267,14 @@ def _evaluate(
         )
     level = _level_for(raw.name, specs, repair)
     try:
-        key = (raw.name, level, repr(raw.arguments))
-        result = cache.get(key)
-        if result is None:
-            result = cache[key] = repair_call(raw.name, raw.arguments, specs, level=level)
+        if cache is None:
+            result = repair_call(raw.name, raw.arguments, specs, level=level)
+        else:
+            key = (raw.name, level, repr(raw.arguments))
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = repair_call(raw.name, raw.arguments, specs, level=level)
+            result = hit
     except RecursionError:
         return _rejected(
             common,

@@ -46,6 +46,8 @@ PLACEHOLDER_NAMES = frozenset(
 )
 _PLACEHOLDER_MAX = 400
 _PLACEHOLDER_MARKS = ("<function-name>", "<args-json-object>", "{...}", "<tool-name>", "<function_name>")
+# Linear: an alternation of literals.
+_PLACEHOLDER_MARK = re.compile("|".join(re.escape(mark) for mark in _PLACEHOLDER_MARKS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +164,7 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
     """
     if name is not None and (name.strip().lower() in PLACEHOLDER_NAMES or name.strip().startswith(("<", "{"))):
         return True
-    return len(body) <= _PLACEHOLDER_MAX and any(mark in body for mark in _PLACEHOLDER_MARKS)
+    return len(body) <= _PLACEHOLDER_MAX and _PLACEHOLDER_MARK.search(body) is not None
 
 
 _SCHEMA_KEYS = frozenset(

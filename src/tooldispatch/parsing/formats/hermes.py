@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import glm
 from tooldispatch.parsing.formats._common import (
@@ -12,6 +15,7 @@ from tooldispatch.parsing.formats._common import (
     Block,
     calls_from_payload,
     is_placeholder,
+    is_schema_echo,
     iter_blocks,
     strip_fence,
     tool_call_body_kind,
@@ -55,3 +59,78 @@ def find_tool_call_tags(text: str) -> list[RawCall]:
             if call is not None:
                 out.append(call)
     return out
+
+
+# Characters that could start something another stage reads: a tag or marker, a JSON object or list, a
+# python call, a fence. Text outside the blocks that holds none of them cannot hold a call.
+_ANCHORS = re.compile(r"[{(<\[`]")
+# Markers that make the reasoning split or another format's reading differ from hermes blocks alone.
+_FOREIGN = ("<|", "<｜", "THINK]", "<arg_key>")
+_MISSING = object()
+
+
+def find_only_tool_call_tags(text: str, start: int = 0) -> tuple[list[RawCall], str] | None:
+    """Read an output made of closed hermes ``<tool_call>`` blocks and plain text, or return ``None``.
+
+    This is the common case, read without the generic cascade: the calls of every block (as
+    :func:`find` reads them) and the content (the text outside the blocks, stripped), both from
+    ``start`` on. It answers only when nothing else could find a call: every block is closed and
+    holds JSON, no harmony, DeepSeek, ``[THINK]`` or GLM marker appears anywhere, and the text between
+    blocks has no character that could anchor a tag, JSON, a python call or a fence. Otherwise
+    ``None``: run the cascade. ``<think>`` tags are the caller's to rule out or split off.
+    """
+    if text.find(TOOL_CALL_OPEN, start) < 0:
+        return None
+    for marker in _FOREIGN:
+        if marker in text:
+            return None
+    calls: list[RawCall] = []
+    outside: list[str] = []
+    pos = start
+    find = text.find
+    open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
+    while True:
+        begin = find(TOOL_CALL_OPEN, pos)
+        if begin < 0:
+            break
+        gap = text[pos:begin]
+        if _ANCHORS.search(gap):
+            return None
+        outside.append(gap)
+        body = begin + open_len
+        close = find(TOOL_CALL_CLOSE, body)
+        if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
+            return None
+        end = close + close_len
+        found = _read_json_body(text, begin, end, text[body:close])
+        if found is None:
+            return None
+        calls.extend(found)
+        pos = end
+    tail = text[pos:]
+    if _ANCHORS.search(tail):
+        return None
+    outside.append(tail)
+    return calls, "".join(outside).strip()
+
+
+def _read_json_body(text: str, begin: int, end: int, payload: str) -> list[RawCall] | None:
+    """The calls of one block whose body is a JSON object, as :func:`read_block` reads them; else ``None``."""
+    if not payload.lstrip().startswith("{") or is_placeholder(None, payload):
+        return None
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        obj = None
+    if type(obj) is dict and "function" not in obj:
+        name, args = obj.get("name"), obj.get("arguments", _MISSING)
+        if type(name) is str and type(args) is dict and "parameters" not in obj and "args" not in obj:
+            found = [RawCall((begin, end), text[begin:end], FORMAT, "strict", name.strip(), args, payload)]
+        else:
+            found = calls_from_payload(text, (begin, end), FORMAT, payload)
+    else:
+        found = calls_from_payload(text, (begin, end), FORMAT, payload)
+    for call in found:
+        if is_placeholder(call.name) or is_schema_echo(call.arguments):
+            return None
+    return found

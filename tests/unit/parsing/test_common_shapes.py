@@ -1,0 +1,109 @@
+"""The shortcut for common output shapes gives exactly the full cascade's outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tooldispatch.bench.parser import load_corpus
+from tooldispatch.parsing import core
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.types import ParseOutcome
+
+CORPUS = Path(__file__).parents[2] / "fixtures" / "corpus"
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+EDGES = [
+    f"<tool_call>{CALL}</tool_call>",
+    f"Sure.\n<tool_call>\n{CALL}\n</tool_call>\nDone.",
+    f"<tool_call>{CALL}</tool_call><tool_call>{CALL}</tool_call>",
+    f"<think>plan</think>\n<tool_call>{CALL}</tool_call>",
+    f"plan</think><tool_call>{CALL}</tool_call>",
+    f"<think>I will call <tool_call>{CALL}</tool_call></think>",
+    f"<think>a</think><think>b</think><tool_call>{CALL}</tool_call>",
+    f"</think><tool_call>{CALL}</tool_call>",
+    f"<tool_call>{CALL}</tool_call> and get_weather(city='Oslo')",
+    f"<tool_call>{CALL}</tool_call> then {CALL}",
+    f"<tool_call>{CALL}",
+    f"<tool_call>{CALL}<tool_call>{CALL}</tool_call>",
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris",}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": "{\\"city\\": \\"Lyon\\"}"}</tool_call>',
+    '<tool_call>{"name": "tool_name", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"type": "object", "properties": {}}}</tool_call>',
+    '<tool_call>[{"name": "get_weather", "arguments": {"city": "Rome"}}]</tool_call>',
+    '<tool_call>{"function": {"name": "get_weather", "arguments": {"city": "Rome"}}}</tool_call>',
+    '<tool_call>{"name": "get_weathr", "parameters": {"city": "Rome", "unit": "C"}}</tool_call>',
+    f"<tool_call>```json\n{CALL}\n```</tool_call>",
+    f"<|channel|>analysis<|message|>x<|end|><tool_call>{CALL}</tool_call>",
+    f"[THINK]x[/THINK]<tool_call>{CALL}</tool_call>",
+    CALL,
+    f"  {CALL}  ",
+    f"{CALL}; {CALL}",
+    f"{CALL} trailing prose",
+    '{"name": "get_weather", "parameters": {"city": "Paris", "note": "<think>"}}',
+    '{"type": "object", "properties": {"city": {"type": "string"}}}',
+    "{not json at all",
+    "",
+]
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, text: str, **kwargs: Any) -> tuple[ParseOutcome, ParseOutcome]:
+    tools = kwargs.pop("tools", TOOLS)
+    quick = parse_tool_calls(text, tools, **kwargs)
+    with monkeypatch.context() as patch:
+        patch.setattr(core, "_find_common", lambda *args: None)
+        full = parse_tool_calls(text, tools, **kwargs)
+    return quick, full
+
+
+@pytest.mark.parametrize("text", EDGES)
+@pytest.mark.parametrize("reasoning_open", [False, True])
+def test_edges_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, text: str, reasoning_open: bool) -> None:
+    """Near-miss shapes (prose anchors, reasoning, placeholders, echoes, lists) parse as the cascade does."""
+    quick, full = _both(monkeypatch, text, reasoning_open=reasoning_open)
+    assert quick == full
+
+
+@pytest.mark.parametrize("tool_format", ["hermes", "qwen", "llama3_json", "json", "mistral"])
+def test_named_formats_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, tool_format: str) -> None:
+    """A named tool_format takes the shortcut only for its own shape, with the cascade's outcome."""
+    for text in EDGES:
+        quick, full = _both(monkeypatch, text, tool_format=tool_format)
+        assert quick == full, text
+
+
+def test_corpus_equals_full_cascade(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every labelled corpus output parses to the same outcome with and without the shortcut."""
+    for record in load_corpus(CORPUS):
+        quick, full = _both(
+            monkeypatch,
+            record.text,
+            tools=record.tools,
+            native_calls=record.native_calls,
+            finish_reason=record.finish_reason,
+            reasoning_open=record.reasoning_open,
+        )
+        assert quick == full, record.id
+
+
+def test_shortcut_answers_for_plain_hermes_and_bare_json() -> None:
+    """The shortcut reads plain hermes blocks, a leading think block and bare Llama JSON itself."""
+    answered = [
+        core._find_common(text, "auto", False) is not None
+        for text in (EDGES[1], EDGES[3], CALL, f"<tool_call>{CALL}</tool_call> then {CALL}")
+    ]
+    assert answered == [True, True, True, False]
