@@ -86,12 +86,22 @@ class DecodeSample:
         seconds: from the first token to the last one (llama-server: its own ``predicted_ms``).
         cpu_seconds: process CPU time over the same span (in-process rows only).
         finish: why generation ended (``length`` when the budget was reached).
+        cpu_steps: model evaluations ``cpu_seconds`` covers (0: ``tokens - 1``, the decode steps).
     """
 
     tokens: int
     seconds: float
     cpu_seconds: float | None = None
     finish: str | None = None
+    cpu_steps: int = 0
+
+    @property
+    def cpu_ms_per_step(self) -> float | None:
+        """Process CPU milliseconds per model evaluation, when CPU time was read."""
+        steps = self.cpu_steps or self.tokens - 1
+        if self.cpu_seconds is None or steps <= 0:
+            return None
+        return 1000 * self.cpu_seconds / steps
 
     @property
     def tokens_per_s(self) -> float:
@@ -135,10 +145,8 @@ class DecodeRow:
 
     @property
     def cpu_ms_per_token(self) -> float | None:
-        """Median process CPU milliseconds per decode step (in-process rows)."""
-        return median(
-            [1000 * s.cpu_seconds / (s.tokens - 1) for s in self.samples if s.cpu_seconds is not None and s.tokens > 1]
-        )
+        """Median process CPU milliseconds per model evaluation."""
+        return median([v for s in self.samples if (v := s.cpu_ms_per_step) is not None])
 
     def rates(self) -> list[float]:
         """The per-round decode rates."""
@@ -341,6 +349,8 @@ def targets(decode: Sequence[DecodeRow], overhead: Sequence[OverheadRow]) -> lis
             f"median of {min(len(ours.samples), len(theirs.samples))} per-round ratios; "
             f"medians {ours.tokens_per_s:.1f} vs {theirs.tokens_per_s:.1f} tok/s"
         )
+        if ours.cpu_ms_per_token is not None and theirs.cpu_ms_per_token is not None:
+            detail += f"; CPU {ours.cpu_ms_per_token:.2f} vs {theirs.cpu_ms_per_token:.2f} ms/token"
         out.append(TargetCheck(name, value, f">= {DECODE_TARGET:.2f}", value >= DECODE_TARGET, detail))
     loop = next((o for o in overhead if o.backend == "llamacpp"), None)
     if loop is None or loop.share is None:
@@ -542,7 +552,11 @@ class LlamaServer:
         self._log.close()
 
     def sample(self, prompt: str, *, max_tokens: int, seed: int) -> DecodeSample:
-        """One ``/completion`` with the backend's sampling settings; the server's own decode timings."""
+        """One ``/completion`` with the backend's sampling settings; the server's own decode timings.
+
+        The prompt stays cached between requests (as in-process), so the process CPU time read from
+        ``/proc`` around the request is nearly all decoding: it is divided over every generated token.
+        """
         body = {
             "prompt": prompt,
             "n_predict": max_tokens,
@@ -552,17 +566,31 @@ class LlamaServer:
             "min_p": 0.05,
             "repeat_penalty": 1.0,
             "seed": seed,
-            "cache_prompt": False,
+            "cache_prompt": True,
             "stream": False,
         }
+        cpu_before = self.cpu_seconds()
         answer = _post(f"http://127.0.0.1:{self.port}/completion", body, timeout=600)
+        cpu_after = self.cpu_seconds()
         timings = answer.get("timings") or {}
         reason = "length" if answer.get("stop_type") == "limit" else answer.get("stop_type")
         return DecodeSample(
             tokens=int(timings.get("predicted_n", 0)),
             seconds=float(timings.get("predicted_ms", 0.0)) / 1000,
+            cpu_seconds=cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None,
+            cpu_steps=int(timings.get("predicted_n", 0)),
             finish=str(reason) if reason is not None else None,
         )
+
+    def cpu_seconds(self) -> float | None:
+        """The server process's user + system CPU seconds so far (``None`` where ``/proc`` is missing)."""
+        if self._proc is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
