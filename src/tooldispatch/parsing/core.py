@@ -27,6 +27,7 @@ from tooldispatch.parsing.formats.llama import find_llama3
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
+from tooldispatch.repair.validate import fast_check
 from tooldispatch.toolspec import ToolsInput, ToolSpec, normalize_tools
 from tooldispatch.types import (
     FLAG_IN_REASONING,
@@ -118,7 +119,12 @@ def parse_tool_calls(
     entries += [(raw, None, frozenset({FLAG_IN_REASONING})) for raw in inside]
     cache = repaired if len(entries) > 1 else None
     for raw, ident, flags in entries:
-        candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags | raw.flags, cache)
+        flags |= raw.flags
+        quick = _valid_as_written(raw, specs, flags)
+        if quick is not None:
+            candidate, resolved = quick, quick.name
+        else:
+            candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags, cache)
         candidates.append(candidate)
         if candidate.accepted and resolved is not None and candidate.arguments is not None:
             calls.append(_to_call(candidate, resolved, ident, len(calls), used_ids))
@@ -226,6 +232,27 @@ def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSp
         return repair[name]
     resolved, _ = resolve_name(name, specs, level="bounded")
     return repair.get(resolved, "bounded") if resolved is not None else "bounded"
+
+
+def _valid_as_written(raw: RawCall, specs: Mapping[str, ToolSpec], flags: frozenset[str]) -> Candidate | None:
+    """The accepted candidate of a call that needed no tolerance and is valid as written, else ``None``.
+
+    This is what :func:`_evaluate` concludes for such a call (``repair_call`` returns it unchanged after
+    its compiled check), without building the intermediate results.
+    """
+    if raw.lenient or raw.truncated or raw.decode_error is not None or type(raw.arguments) is not dict:
+        return None
+    spec = specs.get(raw.name) if raw.name is not None else None
+    if spec is None or spec.name != raw.name:
+        return None
+    try:
+        check = fast_check(spec.parameters)
+        if check is None or not check(raw.arguments):
+            return None
+    except RecursionError:
+        return None
+    bucket: Bucket = "ok_strict" if raw.stage != "fallback" else "ok_fallback"
+    return Candidate(raw.raw, raw.span, raw.format, raw.stage, bucket, raw.name, raw.arguments, (), None, flags)
 
 
 def _evaluate(
