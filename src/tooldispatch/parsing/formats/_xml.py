@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
-
-import regex
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
@@ -18,8 +17,6 @@ from tooldispatch.parsing.formats._common import (
     xml_value,
 )
 
-_TIMEOUT_S = 1.0
-
 
 @dataclass(frozen=True, slots=True)
 class XmlDialect:
@@ -28,7 +25,8 @@ class XmlDialect:
     Attributes:
         fmt: the format name reported on each call.
         item_prefix: the literal start of a call tag (``<function=``).
-        item_open: pattern of the call tag; group 1 is the name.
+        item_open: pattern of the call tag; group 1 is the name. Matched only at a found prefix, and
+            every repeat in it is bounded, so one match costs a bounded time.
         item_close: the literal closing tag.
         param_prefix: the literal start of a parameter tag.
         param_open: pattern of a parameter tag; group 1 is the key.
@@ -38,10 +36,10 @@ class XmlDialect:
 
     fmt: str
     item_prefix: str
-    item_open: regex.Pattern[str]
+    item_open: re.Pattern[str]
     item_close: str
     param_prefix: str
-    param_open: regex.Pattern[str]
+    param_open: re.Pattern[str]
     param_close: str
     wrappers: tuple[tuple[str, str], ...]
 
@@ -57,7 +55,7 @@ def find_xml_calls(text: str, d: XmlDialect) -> list[RawCall]:
         start = text.find(d.item_prefix, pos)
         if start < 0:
             return out
-        m = d.item_open.match(text, start, timeout=_TIMEOUT_S)
+        m = d.item_open.match(text, start)
         if m is None:
             pos = start + len(d.item_prefix)
             continue
@@ -103,7 +101,7 @@ def _params(text: str, pos: int, end: int, d: XmlDialect, closes: NextFinder) ->
         p = text.find(d.param_prefix, pos, end)
         if p < 0:
             return args, unclosed
-        m = d.param_open.match(text, p, end, timeout=_TIMEOUT_S)
+        m = d.param_open.match(text, p, end)
         if m is None:
             pos = p + len(d.param_prefix)
             continue

@@ -5,7 +5,7 @@ Usually wrapped in ``<tool_call>…</tool_call>``, sometimes not. Values are str
 
 from __future__ import annotations
 
-import regex
+import re
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
@@ -17,10 +17,10 @@ MARKERS: tuple[str, ...] = ("<function=",)
 DIALECT = XmlDialect(
     fmt=FORMAT,
     item_prefix="<function=",
-    item_open=regex.compile(r"<function=([^>\n]{1,128})>"),
+    item_open=re.compile(r"<function=([^>\n]{1,128})>"),
     item_close="</function>",
     param_prefix="<parameter=",
-    param_open=regex.compile(r"<parameter=([^>\n]{1,128})>"),
+    param_open=re.compile(r"<parameter=([^>\n]{1,128})>"),
     param_close="</parameter>",
     wrappers=((TOOL_CALL_OPEN, TOOL_CALL_CLOSE),),
 )

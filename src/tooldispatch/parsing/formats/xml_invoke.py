@@ -7,7 +7,7 @@ objects and arrays are decoded.
 
 from __future__ import annotations
 
-import regex
+import re
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
@@ -19,10 +19,10 @@ MARKERS: tuple[str, ...] = ("<invoke",)
 DIALECT = XmlDialect(
     fmt=FORMAT,
     item_prefix="<invoke",
-    item_open=regex.compile(r"<invoke\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
+    item_open=re.compile(r"<invoke\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
     item_close="</invoke>",
     param_prefix="<parameter",
-    param_open=regex.compile(r"<parameter\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
+    param_open=re.compile(r"<parameter\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
     param_close="</parameter>",
     wrappers=(
         ("<minimax:tool_call>", "</minimax:tool_call>"),
