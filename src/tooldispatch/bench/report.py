@@ -102,9 +102,16 @@ def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -
     per-category accuracy, quantization differences, latency and cost."""
     cells = summary.cells
     out = [f"# {title}", ""]
-    command = summary.meta.get("command")
-    if command:
-        out += ["Command:", "", "```", str(command), "```", ""]
+    commands = summary.meta.get("commands") or ([summary.meta["command"]] if summary.meta.get("command") else [])
+    if commands:
+        out += [
+            "Commands (every invocation that added results to this run):",
+            "",
+            "```",
+            *map(str, commands),
+            "```",
+            "",
+        ]
     out += ["## Cells", ""]
     out += _table(
         ["cell", "engine", "tensor types (real, from the file)", "outputs", "errors"],

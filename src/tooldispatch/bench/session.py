@@ -69,7 +69,10 @@ def run_session(
         check_meta(db, meta)
         merged = dict(db.meta())
         cells = list(dict.fromkeys([*merged.get("cells", []), *(t.cell.key for t in targets)]))
-        db.record_meta("bfcl", {**merged, **meta, "cells": cells})
+        commands = list(merged.get("commands", [merged["command"]] if "command" in merged else []))
+        if meta.get("command") and meta["command"] not in commands:
+            commands.append(meta["command"])
+        db.record_meta("bfcl", {**merged, **meta, "cells": cells, "commands": commands})
         result = _run_with_progress(
             targets, cases, db, options, progress=progress, console=console, interleave_cells=interleave_cells
         )

@@ -207,3 +207,37 @@ def test_concurrency_bounds_requests_in_flight(tmp_path: Path) -> None:
 
     _run([_target(Slow(turns=_answer))], _cases(8), db, concurrency=3)
     assert (peak[0], db.count()) == (3, 8)
+
+
+def test_session_keeps_every_command_and_refuses_other_settings(tmp_path: Path) -> None:
+    """Each invocation's command is kept in the run's meta and report; a changed budget is refused."""
+    from tooldispatch.bench.report import render_markdown, summarize
+    from tooldispatch.bench.session import run_session
+    from tooldispatch.errors import ConfigError
+
+    meta = {"categories": ["simple_python"], "limit": 2, "max_tokens": 256, "temperature": 0.0, "seeds": [0]}
+    cases = _cases(2)
+    run_session(
+        [_target(ScriptedBackend(turns=_answer))],
+        cases[:1],
+        tmp_path,
+        RunOptions(),
+        meta={**meta, "command": "a"},
+        progress=False,
+    )
+    run_session(
+        [_target(ScriptedBackend(turns=_answer), "Q8_0")],
+        cases,
+        tmp_path,
+        RunOptions(),
+        meta={**meta, "command": "b"},
+        progress=False,
+    )
+    with pytest.raises(ConfigError, match="max_tokens=256"):
+        run_session([], cases, tmp_path, RunOptions(), meta={**meta, "max_tokens": 64}, progress=False)
+    db = ResultsDB(tmp_path)
+    assert db.meta()["commands"] == ["a", "b"]
+    assert db.meta()["cells"] == ["scripted|m@Q4_1|client|free", "scripted|m@Q8_0|client|free"]
+    md = render_markdown(summarize(db.records(), meta=db.meta()), [], title="t")
+    assert "```\na\nb\n```" in md
+    assert (tmp_path / "corpus.jsonl").read_text().count("\n") == 3
