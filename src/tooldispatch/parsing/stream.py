@@ -117,6 +117,15 @@ _BRACKETS = re.compile(r"[{}\[\]()\"'\\]")
 
 _CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
 _STATIC_STARTS = frozenset("<[{`")
+_REASONING_STOPS = frozenset("<[")  # every reasoning closer starts with one of these
+_BALANCED = frozenset({"brace", "list", "name"})
+_BRACKET_CHARS = frozenset("{}[]()\"'\\")
+_CLOSER_LAST = frozenset(">`")  # every closing marker of a held segment ends with one of these
+# Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
+# would only say "partial match at the start", so it is skipped.
+_LITERAL_OPENERS = ("<tool_call>", "<think>")
+_LITERAL_CLOSERS = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
+_HOLD = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _TRAILING_WORD = re.compile(r"(?<![\w.])[\w.\-]+\Z")
 
 
@@ -164,11 +173,13 @@ class StreamParser:
         self._name_starts = frozenset(n[0] for n in spelled)
         self._name_prefixes = frozenset(n[:k] for n in spelled for k in range(1, len(n) + 1))
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
+        self._content_stops = _STATIC_STARTS | self._name_starts
         self._last = ""  # the last character given out as content (a name must not continue a word)
         self._chunks: list[str] = []
         self._pending = ""
         self._mode = _REASONING if reasoning_open else _CONTENT
         self._reasoning_closer = regex.compile(_REASONING_CLOSERS["<think>"])
+        self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
         self._outcome: ParseOutcome | None = None
@@ -180,6 +191,10 @@ class StreamParser:
         self._quote = ""
         self._escaped_at = -1
         self._seg_len = 0
+        # One-character deltas of plain text are gathered (the last ``_held`` chunks) and given out together;
+        # ``_quiet`` is the set of characters that end the gathering in the current mode (None: no gathering).
+        self._held = 0
+        self._quiet: frozenset[str] | None = _REASONING_STOPS if reasoning_open else self._content_stops
 
     @property
     def outcome(self) -> ParseOutcome | None:
@@ -192,10 +207,27 @@ class StreamParser:
         Raises:
             RuntimeError: the parser was already closed.
         """
+        quiet = self._quiet
+        if quiet is not None and len(delta) == 1:
+            if delta not in quiet or (
+                quiet is self._content_stops
+                and delta not in _STATIC_STARTS
+                and _wordish(self._chunks[-1][-1] if self._held else self._last)
+            ):
+                # Plain text one character at a time: gather it instead of one event per character.
+                self._chunks.append(delta)
+                self._held += 1
+                if self._held < _HOLD and delta != "\n":
+                    return []
+                return [self._release()]
+        elif self._mode == _SEGMENT and len(delta) == 1 and self._extend_segment(delta):
+            self._chunks.append(delta)
+            return []
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
             return []
+        released = [self._release()] if self._held else []
         self._chunks.append(delta)
         if not self._pending:  # fast paths: plain content, plain reasoning
             if self._mode == _CONTENT and (
@@ -207,10 +239,10 @@ class StreamParser:
                 or (len(delta) > 1 and not self._may_start_call(delta))
             ):
                 self._last = delta[-1]
-                return [ContentText(delta)]
+                return [*released, ContentText(delta)]
             if self._mode == _REASONING and "<" not in delta and "[" not in delta:
-                return [ReasoningText(delta)]
-        self._events = []
+                return [*released, ReasoningText(delta)]
+        self._events = released
         text = self._pending + delta
         self._pending = ""
         while text:
@@ -220,7 +252,51 @@ class StreamParser:
                 text = self._reasoning(text)
             else:
                 text = self._segment(text)
+        if self._pending:
+            self._quiet = None
+        elif self._mode == _CONTENT:
+            self._quiet = self._content_stops
+        else:
+            self._quiet = _REASONING_STOPS if self._mode == _REASONING else None
         return self._events
+
+    def _release(self) -> StreamEvent:
+        """Give out the gathered one-character deltas as one event of the current mode."""
+        text = "".join(self._chunks[-self._held :])
+        self._held = 0
+        if self._mode == _REASONING:
+            return ReasoningText(text)
+        self._last = text[-1]
+        return ContentText(text)
+
+    def _extend_segment(self, char: str) -> bool:
+        """Add one character to the held segment when it cannot end it; say whether it was added."""
+        kind = self._seg_kind
+        if kind in _BALANCED:
+            # The bracket and string state of _scan_balanced, one character; only a balancing bracket ends it.
+            if char in _BRACKET_CHARS:
+                pos = self._seg_len
+                if self._quote:
+                    if char == "\\":
+                        if pos != self._escaped_at:
+                            self._escaped_at = pos + 1
+                    elif char == self._quote and pos != self._escaped_at:
+                        self._quote = ""
+                elif char in "\"'":
+                    self._quote = char
+                elif char in "{[(":
+                    self._depth += 1
+                elif char in "}])":
+                    if self._depth <= 1:
+                        return False
+                    self._depth -= 1
+            self._seg_len += 1
+        elif kind != "open_ended":
+            if char in _CLOSER_LAST:
+                return False
+            self._seg_tail = (self._seg_tail + char)[-_TAIL:]
+        self._seg.append(char)
+        return True
 
     def close(self, finish_reason: str | None = None) -> list[StreamEvent]:
         """End the stream: report what was held back, and compute :attr:`outcome`.
@@ -233,7 +309,8 @@ class StreamParser:
         """
         if self._mode == _CLOSED:
             return []
-        self._events = []
+        self._events = [self._release()] if self._held else []
+        self._quiet = None
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
             self._finish_segment("".join(self._seg), finish_reason, report_calls=False)
@@ -263,6 +340,16 @@ class StreamParser:
     # -- modes ------------------------------------------------------------------------------------------
 
     def _content(self, text: str) -> str:
+        if text[0] == "<":
+            for literal in _LITERAL_OPENERS:
+                if literal.startswith(text):
+                    if len(text) < len(literal):
+                        self._pending = text
+                        return ""
+                    if literal == "<think>":
+                        self._enter_reasoning(_REASONING_CLOSERS[literal])
+                        return ""
+                    return self._open_segment("tag", text, "")
         if not self._may_start_call(text):
             self._say(text)
             return ""
@@ -314,6 +401,14 @@ class StreamParser:
         if "<" not in text and "[" not in text:  # every closer starts with one of these
             self._events.append(ReasoningText(text))
             return ""
+        literal = self._closer_literal
+        if literal is not None and literal.startswith(text):
+            if len(text) < len(literal):
+                self._pending = text
+            else:
+                self._events.append(ReasoningEnded(time.monotonic()))
+                self._mode = _CONTENT
+            return ""
         m = self._reasoning_closer.search(text, partial=True, timeout=_TIMEOUT_S)
         if m is None:
             self._events.append(ReasoningText(text))
@@ -329,6 +424,7 @@ class StreamParser:
 
     def _enter_reasoning(self, closer: str) -> None:
         self._mode = _REASONING
+        self._closer_literal = _LITERAL_CLOSERS.get(closer)
         self._reasoning_closer = regex.compile(closer)
 
     # -- call segments ------------------------------------------------------------------------------
