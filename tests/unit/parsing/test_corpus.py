@@ -1,0 +1,39 @@
+"""Every labelled raw output in the corpus parses to exactly its hand-labelled calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tooldispatch.parsing.core import parse_tool_calls
+
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
+TOOLS: dict[str, list[dict[str, Any]]] = json.loads((CORPUS / "tools.json").read_text())
+RECORDS = [json.loads(line) for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text().splitlines()]
+
+
+def test_corpus_is_large_and_covers_both_sources() -> None:
+    """The corpus holds at least 150 records, documented and recorded, with positives and negatives."""
+    assert len(RECORDS) >= 150
+    assert {r["format"] == "recorded" for r in RECORDS} == {True, False}
+    assert any(r["expected_calls"] for r in RECORDS if r["format"] == "recorded")
+    assert sum(1 for r in RECORDS if not r["expected_calls"]) >= 50
+    assert len({r["id"] for r in RECORDS}) == len(RECORDS)
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r["id"] for r in RECORDS])
+def test_record_parses_to_its_labels(record: dict[str, Any]) -> None:
+    """The parser returns exactly the labelled calls, in order, and the labelled flags."""
+    outcome = parse_tool_calls(
+        record["text"],
+        TOOLS[record["tools_ref"]],
+        native_calls=record.get("native_calls"),
+        finish_reason=record.get("finish_reason"),
+        reasoning_open=record.get("reasoning_open", False),
+    )
+    assert [{"name": c.name, "arguments": c.arguments} for c in outcome.calls] == record["expected_calls"]
+    for flag in record.get("expected_flags", []):
+        assert all(flag in c.flags for c in outcome.calls), flag
