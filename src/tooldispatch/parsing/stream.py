@@ -120,7 +120,8 @@ _STATIC_STARTS = frozenset("<[{`")
 _REASONING_STOPS = frozenset("<[")  # every reasoning closer starts with one of these
 _BALANCED = frozenset({"brace", "list", "name"})
 _BRACKET_CHARS = frozenset("{}[]()\"'\\")
-_CLOSER_LAST = frozenset(">`")  # every closing marker of a held segment ends with one of these
+_CLOSER_LAST = frozenset(">`")
+_NOTHING: frozenset[str] = frozenset()  # every closing marker of a held segment ends with one of these
 # Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
 # would only say "partial match at the start", so it is skipped.
 _LITERAL_OPENERS = ("<tool_call>", "<think>")
@@ -214,20 +215,20 @@ class StreamParser:
                 and delta not in _STATIC_STARTS
                 and _wordish(self._chunks[-1][-1] if self._held else self._last)
             ):
-                # Plain text one character at a time: gather it instead of one event per character.
+                # One character that changes nothing: gather it instead of one event (or one scan) per character.
                 self._chunks.append(delta)
                 self._held += 1
                 if self._held < _HOLD and delta != "\n":
                     return []
-                return [self._release()]
-        elif self._mode == _SEGMENT and len(delta) == 1 and self._extend_segment(delta):
-            self._chunks.append(delta)
-            return []
+                return self._flush()
+            if quiet is _BRACKET_CHARS and self._extend_balanced(delta):
+                self._chunks.append(delta)
+                return []
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
             return []
-        released = [self._release()] if self._held else []
+        released = self._flush() if self._held else []
         self._chunks.append(delta)
         if not self._pending:  # fast paths: plain content, plain reasoning
             if self._mode == _CONTENT and (
@@ -252,49 +253,62 @@ class StreamParser:
                 text = self._reasoning(text)
             else:
                 text = self._segment(text)
-        if self._pending:
-            self._quiet = None
-        elif self._mode == _CONTENT:
-            self._quiet = self._content_stops
-        else:
-            self._quiet = _REASONING_STOPS if self._mode == _REASONING else None
+        self._quiet = self._gather_stops()
         return self._events
 
-    def _release(self) -> StreamEvent:
-        """Give out the gathered one-character deltas as one event of the current mode."""
+    def _gather_stops(self) -> frozenset[str] | None:
+        """The characters that cannot be gathered in the current state (``None``: gather nothing)."""
+        if self._pending:
+            return None
+        if self._mode == _CONTENT:
+            return self._content_stops
+        if self._mode == _REASONING:
+            return _REASONING_STOPS
+        if self._mode != _SEGMENT:
+            return None
+        if self._seg_kind in _BALANCED:
+            return _BRACKET_CHARS
+        return _NOTHING if self._seg_kind == "open_ended" else _CLOSER_LAST
+
+    def _flush(self) -> list[StreamEvent]:
+        """Give out the gathered one-character deltas: one event, or added to the held segment."""
         text = "".join(self._chunks[-self._held :])
         self._held = 0
+        if self._mode == _SEGMENT:
+            self._seg.append(text)
+            if self._seg_kind in _BALANCED:
+                self._seg_len += len(text)
+            elif self._seg_kind != "open_ended":
+                self._seg_tail = (self._seg_tail + text)[-_TAIL:]
+            return []
         if self._mode == _REASONING:
-            return ReasoningText(text)
+            return [ReasoningText(text)]
         self._last = text[-1]
-        return ContentText(text)
+        return [ContentText(text)]
 
-    def _extend_segment(self, char: str) -> bool:
-        """Add one character to the held segment when it cannot end it; say whether it was added."""
-        kind = self._seg_kind
-        if kind in _BALANCED:
-            # The bracket and string state of _scan_balanced, one character; only a balancing bracket ends it.
-            if char in _BRACKET_CHARS:
-                pos = self._seg_len
-                if self._quote:
-                    if char == "\\":
-                        if pos != self._escaped_at:
-                            self._escaped_at = pos + 1
-                    elif char == self._quote and pos != self._escaped_at:
-                        self._quote = ""
-                elif char in "\"'":
-                    self._quote = char
-                elif char in "{[(":
-                    self._depth += 1
-                elif char in "}])":
-                    if self._depth <= 1:
-                        return False
-                    self._depth -= 1
-            self._seg_len += 1
-        elif kind != "open_ended":
-            if char in _CLOSER_LAST:
+    def _extend_balanced(self, char: str) -> bool:
+        """Track one bracket, quote or backslash of a balanced segment; ``False`` when it balances the segment.
+
+        The same bracket and string state as :meth:`_scan_balanced`, for one character.
+        """
+        if self._held:
+            self._flush()
+        pos = self._seg_len
+        if self._quote:
+            if char == "\\":
+                if pos != self._escaped_at:
+                    self._escaped_at = pos + 1
+            elif char == self._quote and pos != self._escaped_at:
+                self._quote = ""
+        elif char in "\"'":
+            self._quote = char
+        elif char in "{[(":
+            self._depth += 1
+        elif char in "}])":
+            if self._depth <= 1:
                 return False
-            self._seg_tail = (self._seg_tail + char)[-_TAIL:]
+            self._depth -= 1
+        self._seg_len = pos + 1
         self._seg.append(char)
         return True
 
@@ -309,7 +323,7 @@ class StreamParser:
         """
         if self._mode == _CLOSED:
             return []
-        self._events = [self._release()] if self._held else []
+        self._events = self._flush() if self._held else []
         self._quiet = None
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
