@@ -7,6 +7,7 @@ schema-guided repair and validation of every candidate → one bucket per candid
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -156,6 +157,9 @@ def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[lis
         for marker in _REASONING_OR_TOKENS:
             if marker in text:
                 return None
+        if not _is_json(text):
+            # Lenient JSON, several calls or trailing prose: the cascade reads it (one strict read, not two).
+            return None
         calls = find_llama3(text)
         if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
             return None
@@ -176,6 +180,14 @@ def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[lis
             return None
         return found[0], found[1], reasoning
     return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _leading_think(text: str) -> tuple[int, str] | None:

@@ -84,7 +84,7 @@ def find_only_tool_call_tags(text: str, start: int = 0) -> tuple[list[RawCall], 
     for marker in _FOREIGN:
         if marker in text:
             return None
-    calls: list[RawCall] = []
+    blocks: list[tuple[int, int, int, int]] = []
     outside: list[str] = []
     pos = start
     find = text.find
@@ -101,16 +101,19 @@ def find_only_tool_call_tags(text: str, start: int = 0) -> tuple[list[RawCall], 
         close = find(TOOL_CALL_CLOSE, body)
         if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
             return None
-        end = close + close_len
-        found = _read_json_body(text, begin, end, text[body:close])
-        if found is None:
-            return None
-        calls.extend(found)
-        pos = end
+        blocks.append((begin, body, close, close + close_len))
+        pos = close + close_len
     tail = text[pos:]
     if _ANCHORS.search(tail):
         return None
     outside.append(tail)
+    # The shape is settled before any body is decoded, so a text that is not this shape costs only the scan.
+    calls: list[RawCall] = []
+    for begin, body, close, end in blocks:
+        found = _read_json_body(text, begin, end, text[body:close])
+        if found is None:
+            return None
+        calls.extend(found)
     return calls, "".join(outside).strip()
 
 
