@@ -257,3 +257,33 @@ def test_arbitrary_unicode_streams_without_error(text: str, size: int) -> None:
     """Any text in any fixed chunk size streams, closes, and gives the whole-text outcome."""
     parser, _ = stream(text, [size])
     assert parser.outcome == parse_tool_calls(text, TOOLS)
+
+
+def test_one_character_plain_text_is_given_out_in_gathered_pieces() -> None:
+    """Plain content fed one character at a time comes out 32 characters (or up to a newline) per event."""
+    parser = StreamParser(TOOLS)
+    text = "a" * 40 + "\nbc"
+    events = [event for ch in text for event in parser.feed(ch)]
+    assert events == [ContentText("a" * 32), ContentText("a" * 8 + "\n")]
+    assert parser.close() == [ContentText("bc")]
+
+
+def test_gathered_text_is_given_out_before_a_multi_character_delta() -> None:
+    """Gathered characters come out, in order, ahead of the next multi-character delta's content."""
+    parser = StreamParser(TOOLS)
+    assert [parser.feed(ch) for ch in "Hi"] == [[], []]
+    assert parser.feed(" there") == [ContentText("Hi"), ContentText(" there")]
+
+
+def test_one_character_reasoning_and_call_report_as_before() -> None:
+    """One character at a time, reasoning is gathered, ends with ReasoningEnded, and the call comes at its '>'."""
+    parser = StreamParser(TOOLS)
+    text = f"<think>Check Paris.</think>{HERMES}"
+    events = [(i, event) for i, ch in enumerate(text) for event in parser.feed(ch)]
+    assert [(i, type(e).__name__) for i, e in events] == [
+        (19, "ReasoningText"),
+        (26, "ReasoningEnded"),
+        (len(text) - 1, "CallReady"),
+    ]
+    assert events[0][1] == ReasoningText("Check Paris.")
+    assert parser.close() == []
