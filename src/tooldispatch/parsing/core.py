@@ -21,6 +21,7 @@ from tooldispatch.parsing.formats._common import (
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
     is_schema_echo,
+    looks_like_call,
     missing_closers,
 )
 from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags
@@ -157,8 +158,8 @@ def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[lis
         for marker in _REASONING_OR_TOKENS:
             if marker in text:
                 return None
-        if not _is_json(text):
-            # Lenient JSON, several calls or trailing prose: the cascade reads it (one strict read, not two).
+        if not _is_json_call(text):
+            # Lenient JSON, several calls, trailing prose or another shape: the cascade reads it (one read, not two).
             return None
         calls = find_llama3(text)
         if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
@@ -182,12 +183,11 @@ def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[lis
     return None
 
 
-def _is_json(text: str) -> bool:
+def _is_json_call(text: str) -> bool:
     try:
-        json.loads(text)
+        return looks_like_call(json.loads(text))
     except (ValueError, RecursionError):
         return False
-    return True
 
 
 def _leading_think(text: str) -> tuple[int, str] | None:
