@@ -93,7 +93,7 @@ def parse_tool_calls(
     inside: list[RawCall] = []
     fast = None if native_calls else _find_common(text, tool_format, reasoning_open)
     if fast is not None:
-        outside, content, reasoning = fast
+        outside, inside, content, reasoning = fast
     else:
         markers = scan_markers(text)
         split = split_reasoning(text, reasoning_open=reasoning_open, markers=markers)
@@ -147,12 +147,15 @@ def parse_tool_calls(
     )
 
 
-def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[list[RawCall], str, str] | None:
-    """The calls, content and reasoning of an output in one of the common simple shapes, else ``None``.
+def _find_common(
+    text: str, tool_format: str, reasoning_open: bool
+) -> tuple[list[RawCall], list[RawCall], str, str] | None:
+    """The calls outside and inside the reasoning, the content and the reasoning of a common shape, else ``None``.
 
-    The shapes: hermes blocks in plain text, optionally after one leading ``<think>`` block, or one
-    bare Llama 3 JSON output. Each is what the full cascade finds for it (a test compares them), without
-    the marker scan, the reasoning split and the fallback scan, which find nothing more there.
+    The shapes: hermes blocks in plain text (or plain text alone), optionally after one leading
+    ``<think>`` block (whose blocks count when there are none outside it), or one bare Llama 3 JSON
+    output. Each is what the full cascade finds for it (a test compares them), without the marker
+    scan, the reasoning split and the fallback scan, which find nothing more there.
     """
     if tool_format in _JSON_FORMATS and not reasoning_open and text.lstrip().startswith("{"):
         for marker in _REASONING_OR_TOKENS:
@@ -164,23 +167,30 @@ def _find_common(text: str, tool_format: str, reasoning_open: bool) -> tuple[lis
         calls = find_llama3(text)
         if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
             return None
-        return calls, "", ""
-    if tool_format in _TAG_ONLY_FORMATS:
-        start, reasoning = 0, ""
-        if "think>" in text:
-            split = _leading_think(text)
-            # A prompt-opened block closed at once leaves no reasoning segment: the cascade decides that.
-            if split is None or (reasoning_open and not split[1]):
-                return None
-            start, reasoning = split
-        elif reasoning_open:
+        return calls, [], "", ""
+    if tool_format not in _TAG_ONLY_FORMATS:
+        return None
+    if "think>" not in text:
+        if reasoning_open:
             return None
-        found = find_only_tool_call_tags(text, start)
-        if found is None or (reasoning and not found[0]):
-            # Nothing outside the reasoning: the cascade looks for calls inside it.
-            return None
-        return found[0], found[1], reasoning
-    return None
+        found = find_only_tool_call_tags(text)
+        return None if found is None else (found[0], [], found[1], "")
+    block = _leading_think(text)
+    if block is None:
+        return None
+    start, body, close = block
+    reasoning = text[body:close].strip()
+    if reasoning_open and not reasoning:
+        # A prompt-opened block closed at once leaves no reasoning segment: the cascade decides that.
+        return None
+    found = find_only_tool_call_tags(text, start)
+    if found is None:
+        return None
+    if found[0] or not reasoning:
+        return found[0], [], found[1], reasoning
+    # Nothing outside the reasoning: the cascade looks for calls inside it.
+    inner = find_only_tool_call_tags(text, body, close)
+    return None if inner is None else ([], inner[0], found[1], reasoning)
 
 
 def _is_json_call(text: str) -> bool:
@@ -190,8 +200,8 @@ def _is_json_call(text: str) -> bool:
         return False
 
 
-def _leading_think(text: str) -> tuple[int, str] | None:
-    """Where the content starts and the reasoning, for one ``<think>…</think>`` (or bare ``…</think>``) lead."""
+def _leading_think(text: str) -> tuple[int, int, int] | None:
+    """Where the content starts, and the reasoning's bounds, for one ``<think>…</think>`` (or ``…</think>``) lead."""
     close = text.find("</think>")
     if close < 0:
         return None
@@ -201,7 +211,7 @@ def _leading_think(text: str) -> tuple[int, str] | None:
     if text.count("think>") != (1 if opener < 0 else 2):
         return None
     body = 0 if opener < 0 else opener + len("<think>")
-    return close + len("</think>"), text[body:close].strip()
+    return close + len("</think>"), body, close
 
 
 def _check_repair(repair: RepairSpec) -> None:

@@ -58,6 +58,19 @@ EDGES = [
     '{"type": "object", "properties": {"city": {"type": "string"}}}',
     "{not json at all",
     "",
+    "   ",
+    "Plain prose, with no call at all.",
+    "Prose that mentions get_weather and nothing else.",
+    "Prose with get_weather(city='Rome') in it.",
+    "Prose with a fence ```json\n{}\n```",
+    f"<think>I will call\n<tool_call>{CALL}</tool_call>\n</think>\n\n",
+    f"<think>I will call\n<tool_call>{CALL}</tool_call>\n</think>\nDone.",
+    f"<think>First <tool_call>{CALL}</tool_call> then get_weather(city='Oslo')</think>",
+    "<think>Only thoughts.</think>Only words.",
+    f"<think>Thoughts with <tool_call>{CALL}</tool_call></think><tool_call>{CALL}</tool_call>",
+    f"<think></think><tool_call>{CALL}</tool_call>",
+    "<think> </think>Answer",
+    f"<think><tool_call>{CALL}",
 ]
 
 
@@ -101,9 +114,16 @@ def test_corpus_equals_full_cascade(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_shortcut_answers_for_plain_hermes_and_bare_json() -> None:
-    """The shortcut reads plain hermes blocks, a leading think block and bare Llama JSON itself."""
+    """The shortcut reads plain hermes blocks, prose, a leading think block and bare Llama JSON itself."""
     answered = [
         core._find_common(text, "auto", False) is not None
-        for text in (EDGES[1], EDGES[3], CALL, f"<tool_call>{CALL}</tool_call> then {CALL}")
+        for text in (
+            EDGES[1],
+            EDGES[3],
+            CALL,
+            "Plain prose.",
+            f"<think><tool_call>{CALL}</tool_call></think>",
+            f"<tool_call>{CALL}</tool_call> then {CALL}",
+        )
     ]
-    assert answered == [True, True, True, False]
+    assert answered == [True, True, True, True, True, False]

@@ -69,28 +69,28 @@ _FOREIGN = ("<|", "<｜", "THINK]", "<arg_key>")
 _MISSING = object()
 
 
-def find_only_tool_call_tags(text: str, start: int = 0) -> tuple[list[RawCall], str] | None:
-    """Read an output made of closed hermes ``<tool_call>`` blocks and plain text, or return ``None``.
+def find_only_tool_call_tags(text: str, start: int = 0, end: int | None = None) -> tuple[list[RawCall], str] | None:
+    """Read text made only of closed hermes ``<tool_call>`` blocks and plain text, or return ``None``.
 
     This is the common case, read without the generic cascade: the calls of every block (as
-    :func:`find` reads them) and the content (the text outside the blocks, stripped), both from
-    ``start`` on. It answers only when nothing else could find a call: every block is closed and
-    holds JSON, no harmony, DeepSeek, ``[THINK]`` or GLM marker appears anywhere, and the text between
-    blocks has no character that could anchor a tag, JSON, a python call or a fence. Otherwise
-    ``None``: run the cascade. ``<think>`` tags are the caller's to rule out or split off.
+    :func:`find` reads them) and the content (the text outside the blocks, stripped), both within
+    ``text[start:end]``. It answers only when nothing else could find a call there: every block is
+    closed and holds JSON, no harmony, DeepSeek, ``[THINK]`` or GLM marker appears anywhere in ``text``,
+    and the text between blocks has no character that could anchor a tag, JSON, a python call or a
+    fence (so plain prose with no block at all answers too, with no calls). Otherwise ``None``: run
+    the cascade. ``<think>`` tags are the caller's to rule out or split off.
     """
-    if text.find(TOOL_CALL_OPEN, start) < 0:
-        return None
     for marker in _FOREIGN:
         if marker in text:
             return None
+    stop = len(text) if end is None else end
     blocks: list[tuple[int, int, int, int]] = []
     outside: list[str] = []
     pos = start
     find = text.find
     open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
     while True:
-        begin = find(TOOL_CALL_OPEN, pos)
+        begin = find(TOOL_CALL_OPEN, pos, stop)
         if begin < 0:
             break
         gap = text[pos:begin]
@@ -98,12 +98,12 @@ def find_only_tool_call_tags(text: str, start: int = 0) -> tuple[list[RawCall], 
             return None
         outside.append(gap)
         body = begin + open_len
-        close = find(TOOL_CALL_CLOSE, body)
+        close = find(TOOL_CALL_CLOSE, body, stop)
         if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
             return None
         blocks.append((begin, body, close, close + close_len))
         pos = close + close_len
-    tail = text[pos:]
+    tail = text[pos:stop]
     if _ANCHORS.search(tail):
         return None
     outside.append(tail)
