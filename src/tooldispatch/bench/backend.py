@@ -37,8 +37,8 @@ from typing import Any, Literal
 from tooldispatch.backends.base import Backend, ChatRequest, ContentDelta, Finish, Usage
 from tooldispatch.errors import BackendUnavailable
 
-DECODE_PROMPT = "Count from 1 to 1000, separated by commas. Do not stop early."
-"""The user message of the decode rows: SmolLM2 greedily counts on past any budget used here."""
+DECODE_PROMPT = "Write a long story about a dragon who learns to cook. Use at least 500 words."
+"""The user message of the decode rows: SmolLM2-135M greedily writes past 256 tokens on it."""
 
 LLAMA_SERVER_HOME = Path.home() / ".cache" / "tooldispatch" / "llama-server" / "bin" / "llama-server"
 """Where ``scripts/build-llama-server.sh`` installs the binary."""
@@ -229,6 +229,7 @@ class Settings:
         agent_runs: agent runs with the llamacpp backend.
         scripted_runs: agent runs with the scripted backend.
         task: the demo task id for the agent rows.
+        agent_constrained: whether the llamacpp agent runs decode under the tool-call grammar.
         prompt_tokens: tokens of the rendered decode prompt.
     """
 
@@ -242,6 +243,7 @@ class Settings:
     agent_runs: int
     scripted_runs: int
     task: str
+    agent_constrained: bool = False
     prompt_tokens: int = 0
 
 
@@ -627,7 +629,14 @@ def scripted_turns() -> list[Any]:
 
 
 def agent_overhead(
-    make_backend: Callable[[], Backend], *, backend: str, task_id: str, runs: int, max_tokens: int, max_turns: int = 5
+    make_backend: Callable[[], Backend],
+    *,
+    backend: str,
+    task_id: str,
+    runs: int,
+    max_tokens: int,
+    max_turns: int = 5,
+    constrained: bool = False,
 ) -> OverheadRow:
     """Run the ``Agent`` ``runs`` times on a fresh demo world and sum its clocks.
 
@@ -658,6 +667,7 @@ def agent_overhead(
                     dispatcher=dispatcher,
                     max_tokens=max_tokens,
                     budget=Budget(max_turns=max_turns),
+                    constrained=constrained,
                 )
                 result = agent.run(task.prompt)
         finally:
@@ -685,6 +695,7 @@ def run(
     scripted_runs: int,
     task_id: str,
     llama_server: Path | None,
+    agent_constrained: bool = False,
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> BackendReport:
     """Measure every row in one process, in ABBA order, and return the report.
@@ -717,6 +728,7 @@ def run(
         agent_runs=agent_runs,
         scripted_runs=scripted_runs,
         task=task_id,
+        agent_constrained=agent_constrained,
         prompt_tokens=len(bare.tokenize(prompt.encode("utf-8"), special=True)),
     )
     samplers: dict[str, Callable[[], DecodeSample]] = {
@@ -748,7 +760,14 @@ def run(
     )
     bare.close()
     progress(f"agent loop: {agent_runs} run(s) of {task_id} on llamacpp")
-    ours = agent_overhead(lambda: backend, backend="llamacpp", task_id=task_id, runs=agent_runs, max_tokens=max_tokens)
+    ours = agent_overhead(
+        lambda: backend,
+        backend="llamacpp",
+        task_id=task_id,
+        runs=agent_runs,
+        max_tokens=max_tokens,
+        constrained=agent_constrained,
+    )
     progress(f"agent loop: {scripted_runs} run(s) of assign-north on the scripted backend")
     scripted = agent_overhead(
         lambda: ScriptedBackend(scripted_turns()),

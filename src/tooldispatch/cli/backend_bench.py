@@ -45,7 +45,8 @@ def tables(report: BackendReport) -> list[Table]:
             vs_server,
         )
 
-    loop = Table(title="Agent loop overhead (wall time minus model and tool time)")
+    mode = "constrained" if s.agent_constrained else "unconstrained"
+    loop = Table(title=f"Agent loop overhead (wall time minus model and tool time; llamacpp {mode})")
     for column in ("backend", "task", "runs", "turns", "ends", "wall s", "overhead ms", "share of wall", "ms per turn"):
         loop.add_column(column, justify="left" if column in ("backend", "task", "ends") else "right")
     for o in report.overhead:
@@ -98,6 +99,13 @@ ServerOpt = Annotated[
         help="llama-server binary (default: on PATH, else ~/.cache/tooldispatch/llama-server/bin/llama-server).",
     ),
 ]
+ConstrainedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--constrained/--unconstrained",
+        help="Agent runs on llamacpp decode under the tool-call grammar (many turns, but slow to sample).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")]
 
 
@@ -112,6 +120,7 @@ def bench_backend(
     scripted_runs: ScriptedRunsOpt = 20,
     task: TaskOpt = "assign-north",
     llama_server: ServerOpt = None,
+    constrained: ConstrainedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Decode tok/s of the llamacpp backend against bare llama-cpp-python and llama-server, and loop overhead."""
@@ -129,6 +138,7 @@ def bench_backend(
             scripted_runs=scripted_runs,
             task_id=task,
             llama_server=binary,
+            agent_constrained=constrained,
             progress=lambda msg: console.print(f"[dim]{msg}[/]"),
         )
     except (ConfigError, BackendUnavailable) as exc:
