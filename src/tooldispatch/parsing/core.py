@@ -7,7 +7,6 @@ schema-guided repair and validation of every candidate → one bucket per candid
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,11 +20,10 @@ from tooldispatch.parsing.formats._common import (
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
     is_schema_echo,
-    looks_like_call,
     missing_closers,
 )
 from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags
-from tooldispatch.parsing.formats.llama import find_llama3
+from tooldispatch.parsing.formats.llama import read_whole_json_call
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
@@ -161,10 +159,8 @@ def _find_common(
         for marker in _REASONING_OR_TOKENS:
             if marker in text:
                 return None
-        if not _is_json_call(text):
-            # Lenient JSON, several calls, trailing prose or another shape: the cascade reads it (one read, not two).
-            return None
-        calls = find_llama3(text)
+        # Lenient JSON, several calls, trailing prose or another shape: the cascade reads it (one read, not two).
+        calls = read_whole_json_call(text)
         if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
             return None
         return calls, [], "", ""
@@ -191,13 +187,6 @@ def _find_common(
     # Nothing outside the reasoning: the cascade looks for calls inside it.
     inner = find_only_tool_call_tags(text, body, close)
     return None if inner is None else ([], inner[0], found[1], reasoning)
-
-
-def _is_json_call(text: str) -> bool:
-    try:
-        return looks_like_call(json.loads(text))
-    except (ValueError, RecursionError):
-        return False
 
 
 def _leading_think(text: str) -> tuple[int, int, int] | None:

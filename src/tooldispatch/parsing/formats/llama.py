@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tooldispatch.parsing._markers import JSON_START
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import pythonic
@@ -184,3 +186,30 @@ def find_llama4(text: str) -> list[RawCall]:
             for c in calls
         )
     return out
+
+
+def read_whole_json_call(text: str) -> list[RawCall] | None:
+    """Read an output that is exactly one JSON call object, as :func:`find_llama3` reads it; else ``None``.
+
+    One ``json.loads`` of the whole text settles the shape, so nothing is decoded twice.
+    """
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not looks_like_call(value):
+        return None
+    first = len(text) - len(text.lstrip())
+    end = len(text.rstrip())
+    name, args, fixes, error = split_call_object(value)
+    call = make_call(
+        text,
+        (first, end),
+        FORMAT_LLAMA3,
+        name,
+        arguments=args,
+        arguments_text=text[first:end],
+        decode_error=error,
+        fixes=fixes,
+    )
+    return [] if is_placeholder(call.name) else [call]
