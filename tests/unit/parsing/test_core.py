@@ -354,3 +354,9 @@ def test_format_aliases() -> None:
     ]
     text = "<|channel|>commentary to=functions.get_time<|message|>{}<|call|>"
     assert _summary(parse_tool_calls(text, TOOLS, tool_format="openai")) == [("get_time", {}, "ok_strict", "harmony")]
+
+
+def test_unclosed_brace_before_a_hermes_block_does_not_hide_it() -> None:
+    """A stray ``{`` before a valid hermes block leaves the block a strict call, not a cut-off Llama object."""
+    out = parse_tool_calls('{<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>', TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_strict", "hermes")]

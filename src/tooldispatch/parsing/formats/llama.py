@@ -52,6 +52,9 @@ def find_llama3(text: str) -> list[RawCall]:
     first = skip_ws(text, 0)
     if not text.startswith("{", first):
         return []
+    if "<tool_call>" in text and raw_decode_at(text, first) is None:
+        # A brace that never closes before a hermes block: the block is the call, not a cut-off object.
+        return []
     calls = _calls_after(text, first, first, require_name=True, limit=len(text))
     # The whole output must be calls; JSON followed by prose is left to the fallback stage.
     if calls and skip_ws(text, calls[-1].span[1]) < len(text):
