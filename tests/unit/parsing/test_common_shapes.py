@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooldispatch.bench.parser import load_corpus
 from tooldispatch.parsing import core
@@ -127,3 +129,43 @@ def test_shortcut_answers_for_plain_hermes_and_bare_json() -> None:
         )
     ]
     assert answered == [True, True, True, True, True, False]
+
+
+_PIECES = [
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    CALL,
+    '{"name": "get_weather", "parameters": {"city": "Oslo"}}',
+    '{"name": "tool_name", "arguments": {}}',
+    "get_weather(city='Rome')",
+    "[",
+    "]",
+    "{",
+    "}",
+    "(",
+    "`",
+    "<",
+    "<|",
+    "[THINK]",
+    " ",
+    "\n",
+    "words",
+    "get_weather",
+    ";",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans())
+def test_any_mix_of_pieces_equals_full_cascade(text: str, reasoning_open: bool) -> None:
+    """For any mix of tags, calls, reasoning markers and prose, the shortcut changes nothing in the outcome."""
+    quick = parse_tool_calls(text, TOOLS, reasoning_open=reasoning_open)
+    original = core._find_common
+    core._find_common = lambda *args: None
+    try:
+        full = parse_tool_calls(text, TOOLS, reasoning_open=reasoning_open)
+    finally:
+        core._find_common = original
+    assert quick == full
