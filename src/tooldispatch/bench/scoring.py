@@ -16,7 +16,8 @@ replaying a corpus with another parser version is one argument.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,7 +131,7 @@ def score_output(record: OutputRecord, *, parse: ParseFn | None = None) -> Score
         "strict": [(c.name, c.arguments) for c in bare.calls if c.stage in ("native", "strict")],
         "fallback": [(c.name, c.arguments) for c in bare.calls],
         "repair": [(c.name, c.arguments) for c in full.calls],
-        "baseline": baseline_calls(record, tools, fn),
+        "baseline": baseline_calls(record),
         "json_repair": json_repair_calls(record.text),
     }
     correct: dict[str, bool] = {}
@@ -166,31 +167,66 @@ def output_bucket(outcome: ParseOutcome) -> str:
     return "no_call"
 
 
-def baseline_calls(record: OutputRecord, tools: Sequence[Mapping[str, Any]], parse: ParseFn) -> list[Call]:
-    """What a serving stack returns by default: documented format only, all-or-nothing.
+def baseline_calls(record: OutputRecord) -> list[Call]:
+    """What a serving stack returns by default: the documented format only, all-or-nothing.
 
     Native calls are decoded with ``json.loads``; one failure turns the whole answer into text. In prompt
-    mode the family's strict format is parsed without fallback or repair; a strict block that does not
-    decode, or a call only inside the reasoning, means no calls (serving stacks return it as text).
+    mode the family's format is read the way serving stacks read it, without tooldispatch's fallback,
+    repair or false-positive guard: ``<tool_call>`` blocks with vLLM's hermes pattern and ``json.loads``
+    (an object or a list of objects per block), other formats with their strict finder. A block that does
+    not decode means no calls at all.
     """
     if record.native_calls:
         out: list[Call] = []
         for native in record.native_calls:
-            try:
-                args = json.loads(str(native.get("arguments") or "{}"))
-            except json.JSONDecodeError:
-                return []
-            if not isinstance(args, dict):
+            args = _json_object(str(native.get("arguments") or "{}"))
+            if args is None:
                 return []
             out.append((str(native.get("name", "")), args))
         return out
     fmt = parser_format(str(record.extra.get("tool_format") or ""))
-    outcome = parse(record.text, tools, tool_format=fmt, repair="none", finish_reason=record.finish_reason)
-    strict = [c for c in outcome.candidates if c.stage in ("strict", "native")]
-    broken = [c for c in outcome.candidates if c.format == fmt and c.stage not in ("strict", "native")]
-    if broken or any(c.name is None or c.arguments is None or FLAG_IN_REASONING in c.flags for c in strict):
+    if fmt == "hermes":
+        return _hermes_baseline(record.text)
+    from tooldispatch.parsing.formats import FORMATS
+
+    finder = FORMATS.get(fmt)
+    if finder is None:
         return []
-    return [(str(c.name), c.arguments or {}) for c in strict]
+    raws = finder.find(record.text)
+    if any(r.decode_error or r.lenient or r.truncated or not isinstance(r.arguments, dict) for r in raws):
+        return []
+    return [(str(r.name), r.arguments) for r in raws if isinstance(r.arguments, dict)]
+
+
+_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
+
+
+def _hermes_baseline(text: str) -> list[Call]:
+    out: list[Call] = []
+    for match in _HERMES.finditer(text):
+        body = (match.group(1) if match.group(1) is not None else match.group(2)).strip()
+        try:
+            decoded = json.loads(body)
+        except json.JSONDecodeError:
+            return []
+        items = decoded if isinstance(decoded, list) else [decoded]
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                return []
+            raw_args = item.get("arguments", item.get("parameters", {}))
+            args = _json_object(raw_args) if isinstance(raw_args, str) else raw_args
+            if not isinstance(args, dict):
+                return []
+            out.append((item["name"], args))
+    return out
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def parser_format(prompt_format: str) -> str:

@@ -156,3 +156,20 @@ def test_pass_hat_k_uses_the_unbiased_estimator() -> None:
     assert pass_hat_k(runs, 1) == pytest.approx((2 / 3 + 1) / 2)
     assert pass_hat_k(runs, 2) == pytest.approx((1 / 3 + 1) / 2)
     assert pass_hat_k(runs, 3) == pytest.approx(0.5)
+
+
+def test_a_placeholder_copied_from_the_prompt_is_a_call_only_for_the_serving_stack() -> None:
+    """The prompt's example call echoed back is returned by the baseline (a false positive), never by tooldispatch."""
+    echo = '<tool_call>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_call>\nThe answer'
+    scored = score_output(_record(IRRELEVANT, echo))
+    assert scored.n_calls == {"strict": 0, "fallback": 0, "repair": 0, "baseline": 1, "json_repair": 1}
+    assert scored.bucket == "no_call"
+
+
+def test_baseline_reads_an_unclosed_final_block_like_vllm() -> None:
+    """An unclosed <tool_call> at the end is json-decoded whole; trailing prose makes the whole output text."""
+    assert score_output(_record(CALL, '<tool_call>{"name": "get.weather", "arguments": {"city": "Paris"}}')).correct[
+        "baseline"
+    ]
+    tail = '<tool_call>{"name": "get.weather", "arguments": {"city": "Paris"}}\nDone.'
+    assert score_output(_record(CALL, tail)).n_calls["baseline"] == 0
