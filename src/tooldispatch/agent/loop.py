@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
-from tooldispatch.backends.base import Backend, ChatRequest, Completion, Event, collect
-from tooldispatch.dispatch import Dispatcher
+from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
+from tooldispatch.dispatch import Dispatcher, DispatchResult
 from tooldispatch.errors import BackendError
 from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.stream import CallReady, StreamParser
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
 
@@ -115,6 +116,8 @@ class Agent:
         session_id: the dispatcher session (idempotency keys, quotas, saga); a fresh one by default.
         observer: called with every ``AgentEvent``, for live displays.
         request_extra: engine-specific request fields passed through (``ChatRequest.extra``).
+        early_dispatch: start read-only, concurrency-safe calls as soon as the stream completes them,
+            before the turn ends (side-effecting calls always wait for the whole turn).
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class Agent:
         session_id: str | None = None,
         observer: Observer | None = None,
         request_extra: Mapping[str, Any] | None = None,
+        early_dispatch: bool = True,
     ) -> None:
         self.backend = backend
         self.dispatcher = dispatcher
@@ -148,7 +152,9 @@ class Agent:
         self.session_id = session_id or f"s-{uuid.uuid4().hex[:12]}"
         self.observer = observer
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
+        self.early_dispatch = early_dispatch
         self._tool_map = {t.name: t for t in self.tools}
+        self._early: list[tuple[ToolCall, asyncio.Task[DispatchResult]]] = []
 
     def _emit(self, event: AgentEvent) -> None:
         if self.observer is not None:
@@ -176,6 +182,10 @@ class Agent:
             raise result
         return result
 
+    def _parallel_safe(self, name: str) -> bool:
+        tool = self.dispatcher.registry.get(name)
+        return tool is not None and tool.parallel_safe
+
     async def _model_turn(self, index: int, messages: list[dict[str, Any]]) -> Completion:
         request = ChatRequest(
             messages=list(messages),
@@ -185,24 +195,66 @@ class Agent:
             extra=self.request_extra,
         )
         started = time.monotonic()
+        watcher = (
+            StreamParser(self._tool_map, tool_format=self.tool_format, repair=self.repair)
+            if self.early_dispatch
+            else None
+        )
 
         async def observed() -> AsyncIterator[Event]:
             async for event in self.backend.stream(request):
                 self._emit(ModelStreamed(index, event))
+                if watcher is not None and isinstance(event, ContentDelta):
+                    for ready in watcher.feed(event.text):
+                        if isinstance(ready, CallReady) and self._parallel_safe(ready.call.name):
+                            self._start_early(index, ready.call)
                 yield event
 
         return await collect(observed(), started=started)
 
-    async def _dispatch(self, index: int, calls: Sequence[ToolCall], completion: Completion) -> tuple[ToolRun, ...]:
-        results = await self.dispatcher.adispatch_many(
-            calls,
-            session_id=self.session_id,
-            trigger=f"model_turn:{index}",
-            model_latency_s=completion.model_s,
-            reasoning_s=completion.reasoning_s,
+    def _start_early(self, index: int, call: ToolCall) -> None:
+        task = asyncio.create_task(
+            self.dispatcher.adispatch(
+                call.name,
+                call.arguments,
+                session_id=self.session_id,
+                trigger=f"model_turn:{index}:early",
+                call_id=call.id,
+                repairs=call.repairs,
+            )
         )
+        self._early.append((call, task))
+
+    async def _drain_early(self) -> None:
+        """Let calls started early finish when the final outcome has no use for them (read-only only)."""
+        early, self._early = self._early, []
+        for _, task in early:
+            await task
+
+    async def _dispatch(self, index: int, calls: Sequence[ToolCall], completion: Completion) -> tuple[ToolRun, ...]:
+        early, self._early = self._early, []
+        results: list[DispatchResult | None] = [None] * len(calls)
+        for i, call in enumerate(calls):
+            match = next((e for e in early if e[0].name == call.name and e[0].arguments == call.arguments), None)
+            if match is not None:
+                early.remove(match)
+                results[i] = await match[1]
+        rest = [i for i, r in enumerate(results) if r is None]
+        if rest:
+            outs = await self.dispatcher.adispatch_many(
+                [calls[i] for i in rest],
+                session_id=self.session_id,
+                trigger=f"model_turn:{index}",
+                model_latency_s=completion.model_s,
+                reasoning_s=completion.reasoning_s,
+            )
+            for i, out in zip(rest, outs, strict=True):
+                results[i] = out
+        for _, task in early:  # started early but not in the final outcome: read-only, let it finish
+            await task
         runs: list[ToolRun] = []
         for call, result in zip(calls, results, strict=True):
+            assert result is not None
             run = ToolRun(call=call, result=result, tool_s=float(result.trace.latencies.get("total", 0.0)))
             self._emit(CallDispatched(index, run))
             runs.append(run)
@@ -231,6 +283,7 @@ class Agent:
             try:
                 completion = await self._model_turn(index, messages)
             except BackendError as exc:
+                await self._drain_early()
                 end, error = "backend_error", str(exc)
                 break
             tokens += completion.usage.completion_tokens if completion.usage else 0
@@ -265,6 +318,7 @@ class Agent:
                     )
                 turns.append(Turn(index, completion, outcome, runs))
                 continue
+            await self._drain_early()
             if outcome.rejected:
                 feedback = _feedback(outcome)
                 messages.append({"role": "assistant", "content": completion.content})

@@ -250,3 +250,22 @@ def test_call_inside_split_reasoning_is_recovered() -> None:
     call = run.turns[0].outcome.calls[0]
     assert call.flags == frozenset({"in_reasoning"})
     assert run.turns[0].outcome.reasoning.startswith("I will call")
+
+
+def test_read_only_calls_start_before_the_turn_ends() -> None:
+    """A read-only, concurrency-safe call complete in the stream is dispatched early; a side-effecting one waits."""
+    calls: list[dict[str, Any]] = []
+    content = _call("get_weather", city="Oslo") + "\n" + _call("set_thermostat", room="den", unit="celsius")
+    backend = ScriptedBackend([ScriptedTurn(content=content, chunk=3), ScriptedTurn(content="done")])
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry(calls))).run("both")
+    assert [c["tool"] for c in calls] == ["get_weather", "set_thermostat"]
+    triggers = [r.result.trace.trigger for r in run.tool_runs]
+    assert triggers == ["model_turn:0:early", "model_turn:0"]
+    assert [r.result.status for r in run.tool_runs] == ["ok", "ok"]
+
+
+def test_early_dispatch_can_be_turned_off() -> None:
+    """With early_dispatch=False every call waits for the end of the turn."""
+    backend = ScriptedBackend([ScriptedTurn(content=_call("get_weather", city="Oslo")), ScriptedTurn(content="ok")])
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), early_dispatch=False).run("x")
+    assert [r.result.trace.trigger for r in run.tool_runs] == ["model_turn:0"]
