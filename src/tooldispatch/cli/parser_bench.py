@@ -46,7 +46,7 @@ def tables(report: Report) -> list[Table]:
     for name, r in sorted(report.formats.items()):
         formats.add_row(name, str(r.records), f"{r.exact}/{r.expected}", f"{r.records_right}/{r.records}", str(r.wrong))
 
-    speed = Table(title="Speed on the same inputs (best pass)")
+    speed = Table(title="Speed on the same inputs (median round)")
     for column in ("inputs", "method", "exact calls", "µs per call", "MB/s"):
         speed.add_column(column, justify="left" if column in ("inputs", "method") else "right")
     for set_name, timings in report.timings.items():
@@ -85,7 +85,7 @@ def markdown(table: Table) -> str:
 CorpusOpt = Annotated[
     Path, typer.Option("--corpus", help="Directory of labelled *.jsonl records and tools.json.", show_default=True)
 ]
-RoundsOpt = Annotated[int, typer.Option("--rounds", min=1, help="Timing passes per method; the best is kept.")]
+RoundsOpt = Annotated[int, typer.Option("--rounds", min=1, help="Timing rounds per method; the median round is kept.")]
 MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print Markdown tables instead of rich tables.")]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._markers import for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.fallback import find_fallback
+from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
 from tooldispatch.parsing.formats import find_strict
 from tooldispatch.parsing.formats._common import (
     FIX_FENCE,
@@ -44,7 +44,7 @@ from tooldispatch.types import (
 
 _LEVELS: frozenset[str] = frozenset({"bounded", "lossless", "none"})
 _STAGE_ORDER: tuple[Stage, ...] = ("none", "native", "strict", "fallback", "repair")
-_WRAPPER_FIXES = frozenset({FIX_UNCLOSED, FIX_FENCE})
+_WRAPPER_FIXES = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _TAG_ONLY_FORMATS = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS = frozenset({"auto", "llama3_json", "llama3", "json"})
 _REASONING_OR_TOKENS = ("<|", "<｜", "think>", "THINK]")

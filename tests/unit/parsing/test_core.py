@@ -360,3 +360,11 @@ def test_unclosed_brace_before_a_hermes_block_does_not_hide_it() -> None:
     """A stray ``{`` before a valid hermes block leaves the block a strict call, not a cut-off Llama object."""
     out = parse_tool_calls('{<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>', TOOLS)
     assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_strict", "hermes")]
+
+
+def test_misspelled_wrapper_tag_is_a_wrapper_repair() -> None:
+    """A misspelled, unclosed wrapper tag is noted as wrapper repairs, never as a JSON repair."""
+    out = parse_tool_calls('<toolcall>\n{"name": "get_weather", "arguments": {"city": "Paris"}}', TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_fallback", "tag:json")]
+    repairs = [(r.kind, r.before) for r in out.calls[0].repairs]
+    assert repairs == [("wrapper", "wrapper_tag"), ("wrapper", "unclosed_tag")]
