@@ -28,8 +28,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -484,7 +484,7 @@ def _post(url: str, body: Mapping[str, Any], timeout: float) -> dict[str, Any]:
 
 
 class LlamaServer:
-    """A ``llama-server`` process on 127.0.0.1, started for the benchmark and stopped after it.
+    """A ``llama-server`` process on 127.0.0.1, started for the benchmark and stopped after it (a context manager).
 
     Args:
         binary: the ``llama-server`` executable.
@@ -512,6 +512,13 @@ class LlamaServer:
             "-t", t, "-tb", t, "-c", str(self.n_ctx), "-np", "1", "-fa", "off", "--no-webui",
         ]  # fmt: skip
 
+    def __enter__(self) -> LlamaServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _log_tail(self) -> str:
         self._log.seek(0)
         lines = self._log.read().decode("utf-8", "replace").strip().splitlines()
@@ -528,7 +535,9 @@ class LlamaServer:
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise BackendUnavailable(f"llama-server exited with {self._proc.returncode}:\n{self._log_tail()}")
+                message = f"llama-server exited with {self._proc.returncode}:\n{self._log_tail()}"
+                self.stop()
+                raise BackendUnavailable(message)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as response:
                     if response.status == 200:
@@ -536,10 +545,9 @@ class LlamaServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.25)
+        message = f"llama-server did not answer /health within {self.startup_s:.0f} s:\n{self._log_tail()}"
         self.stop()
-        raise BackendUnavailable(
-            f"llama-server did not answer /health within {self.startup_s:.0f} s:\n{self._log_tail()}"
-        )
+        raise BackendUnavailable(message)
 
     def stop(self) -> None:
         """Stop the server (terminate, then kill after 10 s)."""
@@ -593,17 +601,6 @@ class LlamaServer:
         except (OSError, IndexError):
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def running_server(binary: Path, model_path: Path, *, threads: int, n_ctx: int) -> Iterator[LlamaServer]:
-    """Start ``llama-server`` for the duration of a ``with`` block."""
-    server = LlamaServer(binary, model_path, threads=threads, n_ctx=n_ctx)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 # --- the agent loop's overhead ---------------------------------------------------------------------
@@ -736,7 +733,10 @@ def run(
         "bare": lambda: bare_sample(bare, prompt, max_tokens=max_tokens, seed=seed),
     }
     server_note = NO_SERVER_NOTE
-    with _maybe_server(llama_server, path, threads=threads, n_ctx=n_ctx, progress=progress) as server:
+    if llama_server is not None:
+        progress(f"starting {llama_server} on 127.0.0.1")
+    maybe_server = LlamaServer(llama_server, path, threads=threads, n_ctx=n_ctx) if llama_server else nullcontext(None)
+    with maybe_server as server:
         if server is not None:
             samplers["llama-server"] = lambda: server.sample(prompt, max_tokens=max_tokens, seed=seed)
             server_note = f"{server.binary}"
@@ -785,15 +785,3 @@ def run(
         load_after=os.getloadavg(),
         cpus=len(os.sched_getaffinity(0)),
     )
-
-
-@contextmanager
-def _maybe_server(
-    binary: Path | None, model_path: Path, *, threads: int, n_ctx: int, progress: Callable[[str], None]
-) -> Iterator[LlamaServer | None]:
-    if binary is None:
-        yield None
-        return
-    progress(f"starting {binary} on 127.0.0.1")
-    with running_server(binary, model_path, threads=threads, n_ctx=n_ctx) as server:
-        yield server

@@ -35,7 +35,7 @@ from tooldispatch.bench.backend import (
     targets,
 )
 from tooldispatch.cli import backend_bench
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import BackendUnavailable, ConfigError
 
 SETTINGS = Settings(
     model="smollm2-135m-instruct@Q4_1",
@@ -274,3 +274,24 @@ def test_agent_overhead_unknown_task() -> None:
     """An unknown demo task id is a ConfigError listing the tasks."""
     with pytest.raises(ConfigError, match="assign-north"):
         agent_overhead(lambda: ScriptedBackend([]), backend="scripted", task_id="nope", runs=1, max_tokens=8)
+
+
+def test_llama_server_that_exits_is_backend_unavailable_with_its_log(tmp_path: Path) -> None:
+    """A server process that dies at start-up raises BackendUnavailable quoting the end of its log."""
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\necho 'error: unknown argument'\nexit 1\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    server = LlamaServer(binary, tmp_path / "m.gguf", threads=1, n_ctx=512, startup_s=30)
+    with pytest.raises(BackendUnavailable, match=r"exited with 1:\nerror: unknown argument"):
+        server.start()
+
+
+def test_llama_server_that_never_gets_healthy_is_stopped(tmp_path: Path) -> None:
+    """A server that never answers /health is stopped after startup_s, with its log in the error."""
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\necho 'loading model'\nexec sleep 30\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    server = LlamaServer(binary, tmp_path / "m.gguf", threads=1, n_ctx=512, startup_s=2)
+    with pytest.raises(BackendUnavailable, match=r"within 2 s:\nloading model"):
+        server.start()
+    assert server.cpu_seconds() is None
