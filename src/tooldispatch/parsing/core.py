@@ -22,7 +22,7 @@ from tooldispatch.parsing.formats._common import (
     is_schema_echo,
     missing_closers,
 )
-from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags
+from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
@@ -109,6 +109,20 @@ def parse_tool_calls(
         content = _content(text, split.spans("content"), removed)
         reasoning = split.reasoning
 
+    return _outcome(natives, outside, inside, content, reasoning, specs, repair, finish_reason)
+
+
+def _outcome(
+    natives: Sequence[tuple[RawCall, str | None]],
+    outside: Sequence[RawCall],
+    inside: Sequence[RawCall],
+    content: str,
+    reasoning: str,
+    specs: Mapping[str, ToolSpec],
+    repair: RepairSpec,
+    finish_reason: str | None,
+) -> ParseOutcome:
+    """Repair, validate and bucket the calls found, and build the outcome."""
     candidates: list[Candidate] = []
     calls: list[ToolCall] = []
     used_ids = {ident for _, ident in natives if ident is not None}
@@ -143,6 +157,88 @@ def parse_tool_calls(
         stage=stage,
         flags=frozenset(outcome_flags),
     )
+
+
+def parse_block(
+    text: str, specs: Mapping[str, ToolSpec], *, tool_format: str, repair: RepairSpec
+) -> tuple[ParseOutcome, bool]:
+    """``parse_tool_calls(text, specs, tool_format=..., repair=...)``, and whether it read plain hermes blocks.
+
+    The flag is true when the outcome came from closed ``<tool_call>`` blocks in plain text (the shape
+    :func:`~tooldispatch.parsing.formats.hermes.find_only_tool_call_tags` reads); :func:`assemble_blocks`
+    accepts such outcomes as parts of a longer text.
+    """
+    if tool_format in _TAG_ONLY_FORMATS and "think>" not in text:
+        found = find_only_tool_call_tags(text)
+        if found is not None:
+            _check_repair(repair)
+            return _outcome((), found[0], (), found[1], "", specs, repair, None), True
+    return parse_tool_calls(text, specs, tool_format=tool_format, repair=repair), False
+
+
+def assemble_blocks(
+    text: str,
+    blocks: Mapping[str, ParseOutcome],
+    *,
+    tool_format: str,
+    reasoning_open: bool,
+    finish_reason: str | None,
+) -> ParseOutcome | None:
+    """The outcome of ``parse_tool_calls(text, ...)`` built from outcomes of its blocks, else ``None``.
+
+    Args:
+        text: the whole output.
+        blocks: a block's text → its outcome from :func:`parse_block` with the same tools and options
+            (only outcomes whose flag was true).
+        tool_format: as for ``parse_tool_calls``.
+        reasoning_open: as for ``parse_tool_calls``.
+        finish_reason: as for ``parse_tool_calls``.
+
+    Returns:
+        The outcome, equal to the whole-text parse, when ``text`` is closed ``<tool_call>`` blocks in plain
+        text (the shape the cascade reads without its generic stages) and every block is in ``blocks``:
+        each call is then decoded, repaired and validated on its own, exactly as in the block's outcome,
+        so only the offsets, the call ids and the content change. ``None`` otherwise (parse the text).
+    """
+    if (
+        tool_format not in _TAG_ONLY_FORMATS
+        or reasoning_open
+        or finish_reason == "length"  # the only option a block's outcome was not computed with
+        or "think>" in text
+    ):
+        return None
+    shape = tool_call_blocks(text)
+    if shape is None:
+        return None
+    found, content = shape
+    candidates: list[Candidate] = []
+    calls: list[ToolCall] = []
+    for begin, _, _, end in found:
+        part = blocks.get(text[begin:end])
+        if part is None:
+            return None
+        for c in part.candidates:
+            start, stop = c.span
+            candidates.append(
+                Candidate(
+                    c.raw, (start + begin, stop + begin), c.format, c.stage, c.bucket, c.name, c.arguments,
+                    c.repairs, c.error, c.flags,
+                )
+            )  # fmt: skip
+        for call in part.calls:
+            calls.append(
+                ToolCall(
+                    call.name, call.arguments, call.bucket, call.stage, call.flags, call.repairs,
+                    f"call_{len(calls)}", call.format,
+                )
+            )  # fmt: skip
+    outcome_flags: set[str] = set()
+    if not candidates:
+        outcome_flags.add(FLAG_NO_CALL)
+    if any(FLAG_IN_REASONING in c.flags for c in calls):
+        outcome_flags.add(FLAG_IN_REASONING)
+    stage = _STAGE_ORDER[max((_STAGE_ORDER.index(c.stage) for c in calls), default=0)]
+    return ParseOutcome(tuple(calls), content, "", tuple(candidates), stage, frozenset(outcome_flags))
 
 
 def _find_common(

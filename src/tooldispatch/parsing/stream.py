@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import regex
 
-from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.core import assemble_blocks, parse_block, parse_tool_calls
 from tooldispatch.parsing.fallback import is_wrapper_name
 from tooldispatch.toolspec import ToolsInput, normalize_tools
 from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
@@ -183,6 +183,9 @@ class StreamParser:
         self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
+        # The outcome of each call segment read as plain hermes blocks, by its text: close() builds the final
+        # outcome from them when the whole text is such blocks in plain text.
+        self._parts: dict[str, ParseOutcome] = {}
         self._outcome: ParseOutcome | None = None
         # The call segment being held.
         self._seg: list[str] = []
@@ -336,7 +339,13 @@ class StreamParser:
         self._pending = ""
         self._mode = _CLOSED
         whole = "".join(self._chunks)
-        self._outcome = parse_tool_calls(
+        self._outcome = assemble_blocks(
+            whole,
+            self._parts,
+            tool_format=self._tool_format,
+            reasoning_open=self._reasoning_open,
+            finish_reason=finish_reason,
+        ) or parse_tool_calls(
             whole,
             self._specs,
             finish_reason=finish_reason,
@@ -524,9 +533,14 @@ class StreamParser:
         """Parse one held segment on its own and report its calls (or give it back as content)."""
         self._mode = _CONTENT
         self._seg = []
-        outcome = parse_tool_calls(
-            segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
-        )
+        if finish_reason is None:
+            outcome, plain = parse_block(segment, self._specs, tool_format=self._tool_format, repair=self._repair)
+            if plain:
+                self._parts[segment] = outcome
+        else:
+            outcome = parse_tool_calls(
+                segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
+            )
         if not outcome.candidates:
             if segment:
                 self._events.append(ContentText(segment))

@@ -80,6 +80,30 @@ def find_only_tool_call_tags(text: str, start: int = 0, end: int | None = None) 
     fence (so plain prose with no block at all answers too, with no calls). Otherwise ``None``: run
     the cascade. ``<think>`` tags are the caller's to rule out or split off.
     """
+    shape = tool_call_blocks(text, start, end)
+    if shape is None:
+        return None
+    blocks, content = shape
+    # The shape is settled before any body is decoded, so a text that is not this shape costs only the scan.
+    calls: list[RawCall] = []
+    for begin, body, close, stop in blocks:
+        found = _read_json_body(text, begin, stop, text[body:close])
+        if found is None:
+            return None
+        calls.extend(found)
+    return calls, content
+
+
+def tool_call_blocks(
+    text: str, start: int = 0, end: int | None = None
+) -> tuple[list[tuple[int, int, int, int]], str] | None:
+    """The shape :func:`find_only_tool_call_tags` reads, before any block body is decoded, else ``None``.
+
+    Returns:
+        Each closed block's start, body start, body end and end, and the content (the text outside the
+        blocks, joined and stripped); ``None`` when ``text[start:end]`` is not closed ``<tool_call>``
+        blocks in plain text (see :func:`find_only_tool_call_tags`).
+    """
     for marker in _FOREIGN:
         if marker in text:
             return None
@@ -107,14 +131,7 @@ def find_only_tool_call_tags(text: str, start: int = 0, end: int | None = None) 
     if _ANCHORS.search(tail):
         return None
     outside.append(tail)
-    # The shape is settled before any body is decoded, so a text that is not this shape costs only the scan.
-    calls: list[RawCall] = []
-    for begin, body, close, end in blocks:
-        found = _read_json_body(text, begin, end, text[body:close])
-        if found is None:
-            return None
-        calls.extend(found)
-    return calls, "".join(outside).strip()
+    return blocks, "".join(outside).strip()
 
 
 def _read_json_body(text: str, begin: int, end: int, payload: str) -> list[RawCall] | None:

@@ -1,0 +1,143 @@
+"""StreamParser.close builds the outcome from its parsed call segments, and it equals the whole-text parse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooldispatch.parsing.core import assemble_blocks, parse_block, parse_tool_calls
+from tooldispatch.parsing.stream import StreamParser
+from tooldispatch.toolspec import normalize_tools
+from tooldispatch.types import ParseOutcome
+
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
+TOOLS: dict[str, list[dict[str, Any]]] = json.loads((CORPUS / "tools.json").read_text())
+RECORDS = [json.loads(line) for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text().splitlines()]
+STREAMABLE = [r for r in RECORDS if not r.get("native_calls")]
+
+WEATHER = [
+    {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+    {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+]
+BLOCKS = [
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',
+    '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>',
+    '<tool_call>{"name": "get_wether", "arguments": {"city": "Oslo", "days": "3"}}</tool_call>',
+    '<tool_call>{"name": "delete_all", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"days": 2}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": "{\\"city\\": \\"Lyon\\"}"}</tool_call>',
+    '<tool_call>{"name": "tool_name", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"</tool_call>',
+    "<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Nice',}}</tool_call>",
+]
+PROSE = ["Checking the weather.\n", "Done. ", "\n\n", " a > b ", "caf\u00e9 ", ""]
+
+
+def stream(text: str, tools: Any, size: int = 1, **options: Any) -> StreamParser:
+    finish_reason = options.pop("finish_reason", None)
+    parser = StreamParser(tools, **options)
+    for start in range(0, len(text), size):
+        parser.feed(text[start : start + size])
+    parser.close(finish_reason)
+    return parser
+
+
+def parts_of(text: str, tools: Any) -> dict[str, ParseOutcome]:
+    """Each block of ``text`` parsed on its own, as the stream parses its call segments."""
+    specs = normalize_tools(tools)
+    parts: dict[str, ParseOutcome] = {}
+    for block in BLOCKS:
+        if block in text:
+            outcome, plain = parse_block(block, specs, tool_format="auto", repair="bounded")
+            if plain:
+                parts[block] = outcome
+    return parts
+
+
+@pytest.mark.parametrize("record", STREAMABLE, ids=[r["id"] for r in STREAMABLE])
+def test_streamed_corpus_record_equals_whole_parse(record: dict[str, Any]) -> None:
+    """Every corpus record fed one character at a time closes to exactly the whole-text outcome."""
+    options = {"finish_reason": record.get("finish_reason"), "reasoning_open": record.get("reasoning_open", False)}
+    tools = TOOLS[record["tools_ref"]]
+    parser = stream(record["text"], tools, **options)
+    assert parser.outcome == parse_tool_calls(record["text"], tools, **options)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(BLOCKS + PROSE), max_size=12).map("".join), st.integers(1, 7))
+def test_streamed_block_mix_equals_whole_parse(text: str, size: int) -> None:
+    """Any mix of hermes blocks (valid, repaired, rejected) and prose streams to the whole-text outcome."""
+    assert stream(text, WEATHER, size).outcome == parse_tool_calls(text, WEATHER)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(BLOCKS + PROSE), max_size=12).map("".join))
+def test_assembled_outcome_equals_whole_parse(text: str) -> None:
+    """A block mix is assembled exactly when each of its blocks reads as plain JSON, and equals parse_tool_calls."""
+    parts = parts_of(text, WEATHER)
+    assembled = assemble_blocks(text, parts, tool_format="auto", reasoning_open=False, finish_reason=None)
+    every_block_plain = all(block in parts for block in BLOCKS if block in text)
+    assert (assembled is not None) == every_block_plain
+    assert assembled == (parse_tool_calls(text, WEATHER) if every_block_plain else None)
+
+
+def test_plain_block_mix_is_assembled_with_offsets_ids_and_content() -> None:
+    """Valid and repaired blocks in prose are assembled: spans shifted, ids renumbered, content joined."""
+    text = f"Checking.\n{BLOCKS[0]}\nThen {BLOCKS[2]} done.{BLOCKS[3]}"
+    assembled = assemble_blocks(
+        text, parts_of(text, WEATHER), tool_format="auto", reasoning_open=False, finish_reason=None
+    )
+    assert assembled is not None
+    assert assembled == parse_tool_calls(text, WEATHER)
+    assert [(c.id, c.name, c.bucket) for c in assembled.calls] == [
+        ("call_0", "get_weather", "ok_strict"),
+        ("call_1", "get_weather", "repaired"),
+    ]
+    assert [c.span for c in assembled.candidates] == [
+        (10, 10 + len(BLOCKS[0])),
+        (text.index(BLOCKS[2]), text.index(BLOCKS[2]) + len(BLOCKS[2])),
+        (text.index(BLOCKS[3]), len(text)),
+    ]
+    assert assembled.content == "Checking.\n\nThen  done."
+
+
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [
+        (f"<think>x</think>{BLOCKS[0]}", {}),
+        (f"{BLOCKS[0]} {{not a call}}", {}),
+        (f"{BLOCKS[0]}", {"finish_reason": "length"}),
+        (f"{BLOCKS[0]}", {"reasoning_open": True}),
+        (f"{BLOCKS[0]}", {"tool_format": "mistral"}),
+    ],
+)
+def test_other_shapes_are_not_assembled(text: str, options: dict[str, Any]) -> None:
+    """Reasoning, anchors outside the blocks, length, an open prompt or another format: None."""
+    parts = parts_of(text, WEATHER)
+    assembled = assemble_blocks(
+        text,
+        parts,
+        tool_format=options.get("tool_format", "auto"),
+        reasoning_open=options.get("reasoning_open", False),
+        finish_reason=options.get("finish_reason"),
+    )
+    assert assembled is None
+
+
+def test_a_block_without_its_outcome_is_not_assembled() -> None:
+    """When one block of the text was not parsed on its own, the outcome is left to the whole parse."""
+    text = f"{BLOCKS[0]}{BLOCKS[1]}"
+    parts = {BLOCKS[0]: parts_of(text, WEATHER)[BLOCKS[0]]}
+    assert assemble_blocks(text, parts, tool_format="auto", reasoning_open=False, finish_reason=None) is None
