@@ -125,7 +125,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         model: Annotated[str, typer.Option(help="Packaged model as NAME@QUANT.")] = DEFAULT_MODEL,
         task: Annotated[str, typer.Option(help="Demo task id (see tooldispatch.tools.demo).")] = "assign-north",
         max_turns: Annotated[int, typer.Option(help="Turn budget for each of the two runs.")] = 4,
-        max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 256,
+        max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 384,
     ) -> None:
         """The main demo: the agent on a logistics task with the small packaged model, in process.
 

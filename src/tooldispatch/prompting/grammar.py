@@ -23,7 +23,9 @@ from tooldispatch.toolspec import ToolSpec
 Dialect = Literal["json", "python"]
 
 _PRIMITIVES: Mapping[str, str] = {
-    "string": '"\\"" char* "\\""',
+    # Strings are bounded (64 characters): a small model under a grammar otherwise tends to repeat a
+    # pattern inside an open string until the token budget runs out, which leaves no call at all.
+    "string": '"\\"" char{0,64} "\\""',
     "char": '[^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])',
     "integer": '"-"? ("0" | [1-9] [0-9]*)',
     "number": 'integer ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',

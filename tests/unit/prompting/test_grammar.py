@@ -9,7 +9,7 @@ from tooldispatch.prompting import gbnf_literal, tool_call_grammar
 from tooldispatch.toolspec import ToolSpec
 
 STRING_RULES = (
-    'string ::= "\\"" char* "\\""\n'
+    'string ::= "\\"" char{0,64} "\\""\n'
     'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])\n'
 )
 WEATHER = ToolSpec(
