@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import regex
 
@@ -125,6 +125,7 @@ _NOTHING: frozenset[str] = frozenset()  # every closing marker of a held segment
 # Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
 # would only say "partial match at the start", so it is skipped.
 _LITERAL_OPENERS = ("<tool_call>", "<think>")
+_OPENER_PREFIXES = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in range(1, len(lit)))
 _LITERAL_CLOSERS = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
 _HOLD = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _TRAILING_WORD = re.compile(r"(?<![\w.])[\w.\-]+\Z")
@@ -195,9 +196,9 @@ class StreamParser:
         self._quote = ""
         self._escaped_at = -1
         self._seg_len = 0
-        # One-character deltas of plain text are gathered (the last ``_held`` chunks) and given out together;
-        # ``_quiet`` is the set of characters that end the gathering in the current mode (None: no gathering).
-        self._held = 0
+        # One-character deltas of plain text are gathered in ``_hold`` and given out together (added to ``_chunks``
+        # then); ``_quiet`` is the set of characters that end the gathering in the current mode (None: no gathering).
+        self._hold: list[str] = []
         self._quiet: frozenset[str] | None = _REASONING_STOPS if reasoning_open else self._content_stops
 
     @property
@@ -216,22 +217,27 @@ class StreamParser:
             if delta not in quiet or (
                 quiet is self._content_stops
                 and delta not in _STATIC_STARTS
-                and _wordish(self._chunks[-1][-1] if self._held else self._last)
+                and _wordish(self._hold[-1] if self._hold else self._last)
             ):
                 # One character that changes nothing: gather it instead of one event (or one scan) per character.
-                self._chunks.append(delta)
-                self._held += 1
-                if self._held < _HOLD and delta != "\n":
+                hold = self._hold
+                hold.append(delta)
+                if len(hold) < _HOLD and delta != "\n":
                     return []
                 return self._flush()
             if quiet is _BRACKET_CHARS and self._extend_balanced(delta):
                 self._chunks.append(delta)
                 return []
+        elif self._pending and len(delta) == 1 and self._grows_literal(self._pending + delta):
+            # Still a strict prefix of ``<tool_call>``, ``<think>`` or the reasoning's closer: nothing resolves yet.
+            self._pending += delta
+            self._chunks.append(delta)
+            return []
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
             return []
-        released = self._flush() if self._held else []
+        released = self._flush() if self._hold else []
         self._chunks.append(delta)
         if not self._pending:  # fast paths: plain content, plain reasoning
             if self._mode == _CONTENT and (
@@ -259,6 +265,15 @@ class StreamParser:
         self._quiet = self._gather_stops()
         return self._events
 
+    def _grows_literal(self, text: str) -> bool:
+        """True when held ``text`` is a strict prefix of a literal marker, which :meth:`feed` would hold as it is."""
+        if self._mode == _CONTENT:
+            return text in _OPENER_PREFIXES
+        literal = self._closer_literal
+        if self._mode != _REASONING or literal is None:
+            return False
+        return len(text) < len(literal) and literal.startswith(text)
+
     def _gather_stops(self) -> frozenset[str] | None:
         """The characters that cannot be gathered in the current state (``None``: gather nothing)."""
         if self._pending:
@@ -275,8 +290,9 @@ class StreamParser:
 
     def _flush(self) -> list[StreamEvent]:
         """Give out the gathered one-character deltas: one event, or added to the held segment."""
-        text = "".join(self._chunks[-self._held :])
-        self._held = 0
+        text = "".join(self._hold)
+        self._hold.clear()
+        self._chunks.append(text)
         if self._mode == _SEGMENT:
             self._seg.append(text)
             if self._seg_kind in _BALANCED:
@@ -294,7 +310,7 @@ class StreamParser:
 
         The same bracket and string state as :meth:`_scan_balanced`, for one character.
         """
-        if self._held:
+        if self._hold:
             self._flush()
         pos = self._seg_len
         if self._quote:
@@ -326,7 +342,7 @@ class StreamParser:
         """
         if self._mode == _CLOSED:
             return []
-        self._events = self._flush() if self._held else []
+        self._events = self._flush() if self._hold else []
         self._quiet = None
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
@@ -553,6 +569,9 @@ class StreamParser:
 
     def _emit_call(self, call: ToolCall) -> None:
         if call.id is None or call.id.startswith("call_"):
-            call = replace(call, id=f"call_{len(self._emitted)}")
+            ident = f"call_{len(self._emitted)}"
+            if call.id != ident:  # built directly: ``dataclasses.replace`` costs several times more
+                c = call
+                call = ToolCall(c.name, c.arguments, c.bucket, c.stage, c.flags, c.repairs, ident, c.format)
         self._emitted.append(call)
         self._events.append(CallReady(call))

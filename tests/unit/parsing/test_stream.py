@@ -287,3 +287,16 @@ def test_one_character_reasoning_and_call_report_as_before() -> None:
     ]
     assert events[0][1] == ReasoningText("Check Paris.")
     assert parser.close() == []
+
+
+def test_a_broken_closer_prefix_in_reasoning_is_given_back_as_reasoning() -> None:
+    """A held '</thin' that breaks off is reasoning text; only the real closer ends the reasoning."""
+    parser = StreamParser(TOOLS, reasoning_open=True)
+    events = [event for ch in "ok </thinx> </think>" for event in parser.feed(ch)]
+    assert [e.text if isinstance(e, ReasoningText) else type(e).__name__ for e in events] == [
+        "ok ",
+        "</thinx",
+        "> ",
+        "ReasoningEnded",
+    ]
+    assert parser.close() == []
