@@ -66,3 +66,63 @@ def for_view(markers: frozenset[str], view: str) -> frozenset[str]:
     if starts_json == (JSON_START in markers):
         return markers
     return markers | {JSON_START} if starts_json else markers - {JSON_START}
+
+
+# Characters that are rare in prose and in argument strings: a marker is looked for at their occurrences.
+_RARE = frozenset("<>[]{}|`")
+_MAX_STEPS = 256  # occurrences tested one by one before one plain scan decides
+
+
+def contains(text: str, marker: str) -> bool:
+    """``marker in text``, jumping between occurrences of its first (or last) character with ``str.find``.
+
+    ``in`` compares the whole text against the marker, which costs about 1 µs per KB for short markers
+    made of common letters (``<|``, ``think>``); ``str.find`` of one character is a ``memchr`` scan, many
+    times quicker, and such a character (``<``, ``>``, ``]``) is rare in outputs. After ``_MAX_STEPS``
+    occurrences one plain scan decides, so the cost stays linear whatever the text.
+    """
+    if marker[0] in _RARE:
+        lead, back = marker[0], 0
+    elif marker[-1] in _RARE:
+        lead, back = marker[-1], len(marker) - 1
+    else:
+        return marker in text
+    find, startswith = text.find, text.startswith
+    pos = find(lead, back)
+    steps = 0
+    while pos >= 0:
+        if startswith(marker, pos - back):
+            return True
+        steps += 1
+        if steps == _MAX_STEPS:
+            return marker in text
+        pos = find(lead, pos + 1)
+    return False
+
+
+def contains_any(text: str, markers: tuple[str, ...]) -> bool:
+    """``any(marker in text for marker in markers)``, each looked for as :func:`contains` does."""
+    return any(contains(text, marker) for marker in markers)
+
+
+def find(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
+    """``text.find(marker, start, end)``, jumping between occurrences of the marker's first character.
+
+    As quick as :func:`contains` for a marker that starts with a rare character (``<tool_call>``); the same
+    bound on the occurrences tested one by one keeps it linear.
+    """
+    stop = len(text) if end is None else end
+    if marker[0] not in _RARE:
+        return text.find(marker, start, stop)
+    lead = marker[0]
+    seek, startswith = text.find, text.startswith
+    pos = seek(lead, start, stop)
+    steps = 0
+    while pos >= 0:
+        if startswith(marker, pos, stop):
+            return pos
+        steps += 1
+        if steps == _MAX_STEPS:
+            return seek(marker, pos, stop)
+        pos = seek(lead, pos + 1, stop)
+    return -1

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.parsing._markers import for_view, scan_markers
+from tooldispatch.parsing._markers import contains, contains_any, for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
 from tooldispatch.parsing.formats import find_strict
@@ -168,7 +168,7 @@ def parse_block(
     :func:`~tooldispatch.parsing.formats.hermes.find_only_tool_call_tags` reads); :func:`assemble_blocks`
     accepts such outcomes as parts of a longer text.
     """
-    if tool_format in _TAG_ONLY_FORMATS and "think>" not in text:
+    if tool_format in _TAG_ONLY_FORMATS and not contains(text, "think>"):
         found = find_only_tool_call_tags(text)
         if found is not None:
             _check_repair(repair)
@@ -204,7 +204,7 @@ def assemble_blocks(
         tool_format not in _TAG_ONLY_FORMATS
         or reasoning_open
         or finish_reason == "length"  # the only option a block's outcome was not computed with
-        or "think>" in text
+        or contains(text, "think>")
     ):
         return None
     shape = tool_call_blocks(text)
@@ -252,9 +252,8 @@ def _find_common(
     scan, the reasoning split and the fallback scan, which find nothing more there.
     """
     if tool_format in _JSON_FORMATS and not reasoning_open and text.lstrip().startswith("{"):
-        for marker in _REASONING_OR_TOKENS:
-            if marker in text:
-                return None
+        if contains_any(text, _REASONING_OR_TOKENS):
+            return None
         # Lenient JSON, several calls, trailing prose or another shape: the cascade reads it (one read, not two).
         calls = read_whole_json_call(text)
         if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
@@ -262,7 +261,7 @@ def _find_common(
         return calls, [], "", ""
     if tool_format not in _TAG_ONLY_FORMATS:
         return None
-    if "think>" not in text:
+    if not contains(text, "think>"):
         if reasoning_open:
             return None
         found = find_only_tool_call_tags(text)

@@ -1,8 +1,11 @@
-"""scan_markers: the one-pass check that decides which strict finders run."""
+"""scan_markers (the one-pass check that decides which strict finders run), contains and find."""
 
 from __future__ import annotations
 
-from tooldispatch.parsing._markers import JSON_START, PY_LIST, for_view, scan_markers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooldispatch.parsing._markers import JSON_START, PY_LIST, contains, contains_any, find, for_view, scan_markers
 
 
 def test_finds_markers_by_lead_character() -> None:
@@ -33,3 +36,33 @@ def test_for_view_recomputes_json_start() -> None:
     """JSON_START follows the view: a think block before the JSON hides nothing from it."""
     assert for_view(frozenset({"<think>"}), "       " + '{"a": 1}') == frozenset({"<think>", JSON_START})
     assert for_view(frozenset({JSON_START}), "x {") == frozenset()
+
+
+_MARKER_TEXT = st.lists(
+    st.sampled_from(["<", ">", "]", "<|", "think>", "THINK]", "<tool_call>", "</tool_call>", "a", "k", " ", "é"]),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MARKER_TEXT, st.sampled_from(["<|", "think>", "THINK]", "<arg_key>", "<tool_call>", "</tool_call>", "ab"]))
+def test_contains_is_the_in_operator(text: str, marker: str) -> None:
+    """contains(text, marker) answers exactly as ``marker in text``."""
+    assert contains(text, marker) == (marker in text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _MARKER_TEXT, st.sampled_from(["<tool_call>", "</tool_call>", "<|", "ab"]), st.integers(0, 50), st.integers(0, 50)
+)
+def test_find_is_str_find(text: str, marker: str, start: int, end: int) -> None:
+    """find(text, marker, start, end) returns exactly what ``str.find`` returns."""
+    assert find(text, marker, start, end) == text.find(marker, start, end)
+
+
+def test_many_lead_characters_fall_back_to_one_plain_scan() -> None:
+    """Past the bound on occurrences tested one by one, the answer still matches ``in`` and ``str.find``."""
+    text = "<" * 1000 + "<tool_call>" + ">" * 1000 + "think>"
+    assert (contains(text, "<tool_call>"), contains(text, "think>"), contains(text, "<|")) == (True, True, False)
+    assert find(text, "<tool_call>") == 1000
+    assert contains_any(text, ("<|", "THINK]")) is False

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+from tooldispatch.parsing._markers import contains_any
+from tooldispatch.parsing._markers import find as find_marker
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import glm
 from tooldispatch.parsing.formats._common import (
@@ -104,17 +106,15 @@ def tool_call_blocks(
         blocks, joined and stripped); ``None`` when ``text[start:end]`` is not closed ``<tool_call>``
         blocks in plain text (see :func:`find_only_tool_call_tags`).
     """
-    for marker in _FOREIGN:
-        if marker in text:
-            return None
+    if contains_any(text, _FOREIGN):
+        return None
     stop = len(text) if end is None else end
     blocks: list[tuple[int, int, int, int]] = []
     outside: list[str] = []
     pos = start
-    find = text.find
     open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
     while True:
-        begin = find(TOOL_CALL_OPEN, pos, stop)
+        begin = find_marker(text, TOOL_CALL_OPEN, pos, stop)
         if begin < 0:
             break
         gap = text[pos:begin]
@@ -122,8 +122,8 @@ def tool_call_blocks(
             return None
         outside.append(gap)
         body = begin + open_len
-        close = find(TOOL_CALL_CLOSE, body, stop)
-        if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
+        close = find_marker(text, TOOL_CALL_CLOSE, body, stop)
+        if close < 0 or find_marker(text, TOOL_CALL_OPEN, body, close) >= 0:
             return None
         blocks.append((begin, body, close, close + close_len))
         pos = close + close_len
