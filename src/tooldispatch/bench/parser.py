@@ -12,6 +12,10 @@ Everything is measured side by side in one run, on the same inputs:
   the full cascade at least 3x faster than ``json_repair`` on malformed inputs while recovering at least
   as many calls exactly; a 100 KB output fed to ``StreamParser`` one character at a time at most 3x
   parsing it whole.
+* **Payload-size sweep**: one hermes call whose argument is a string of 0.1, 1, 10 and 100 KB, well-formed
+  (``parse_tool_calls`` against bare ``json.loads`` of its payload) and malformed (single quotes and
+  trailing commas: the cascade against ``json_repair.loads`` of the payload). It shows where the fixed
+  cost per call stops dominating; the corpus ratios stay the targets' figures.
 """
 
 from __future__ import annotations
@@ -282,6 +286,29 @@ class Ratio:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    """One payload size of the sweep: median seconds per output of each method.
+
+    Attributes:
+        kb: the size of the argument string, in kilobytes.
+        payload: bytes of the well-formed JSON payload.
+        loads: bare ``json.loads`` of the well-formed payload.
+        parse: ``parse_tool_calls`` of the well-formed output.
+        peer: ``json_repair.loads`` of the malformed payload.
+        cascade: ``parse_tool_calls`` of the malformed output.
+        exact: whether the cascade and the peer recovered the malformed call exactly.
+    """
+
+    kb: float
+    payload: int
+    loads: float
+    parse: float
+    peer: float
+    cascade: float
+    exact: tuple[bool, bool]
+
+
 @dataclass(slots=True)
 class Report:
     """Everything ``bench parser`` measured in one run."""
@@ -292,6 +319,7 @@ class Report:
     formats: dict[str, Recovery] = field(default_factory=dict)
     timings: dict[str, list[Timing]] = field(default_factory=dict)
     ratios: list[Ratio] = field(default_factory=list)
+    sweep: list[SweepRow] = field(default_factory=list)
     slowest: list[tuple[str, float]] = field(default_factory=list)
 
 
@@ -393,6 +421,7 @@ def run(directory: Path = CORPUS_DIR, *, rounds: int = 20) -> Report:
     report.timings["well-formed"] = _time_set(well_formed, rounds, with_bare=True)
     report.timings["malformed"] = _time_set(malformed, rounds, with_bare=False)
     report.ratios = _ratios(report.timings, well_formed, rounds)
+    report.sweep = sweep(rounds=rounds)
     report.slowest = _slowest(records)
     return report
 
@@ -503,3 +532,62 @@ def _slowest(records: Sequence[Record], count: int = 5) -> list[tuple[str, float
         costs.append((f"{record.id} ({record.format})", seconds * 1e6))
     costs.sort(key=lambda item: item[1], reverse=True)
     return costs[:count]
+
+
+# -- payload-size sweep ------------------------------------------------------------------------------
+
+SWEEP_KB = (0.1, 1.0, 10.0, 100.0)
+SWEEP_TOOLS: Mapping[str, ToolSpec] = normalize_tools(
+    [
+        {
+            "name": "write_note",
+            "description": "Save a note.",
+            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        }
+    ]
+)
+_FILLER = "Note line with words and numbers 12345, nothing that needs escaping. "
+
+
+def sweep_outputs(kb: float) -> tuple[str, str, str, str, dict[str, Any]]:
+    """One ``write_note`` call whose text is ``kb`` kilobytes, written well and malformed.
+
+    Returns:
+        The well-formed output and its payload, the malformed output (single quotes, trailing commas)
+        and its payload, and the arguments both stand for.
+    """
+    size = round(kb * 1000)
+    note = (_FILLER * (size // len(_FILLER) + 1))[:size]
+    good = json.dumps({"name": "write_note", "arguments": {"text": note}})
+    bad = f"{{'name': 'write_note', 'arguments': {{'text': '{note}',}},}}"
+    return f"<tool_call>\n{good}\n</tool_call>", good, f"<tool_call>\n{bad}\n</tool_call>", bad, {"text": note}
+
+
+def sweep(sizes: Sequence[float] = SWEEP_KB, *, rounds: int = 20) -> list[SweepRow]:
+    """Time one call per payload size, well-formed and malformed, each method beside its peer.
+
+    Args:
+        sizes: argument string sizes in kilobytes.
+        rounds: timing rounds (the median is kept).
+    """
+    import json_repair
+
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    rows: list[SweepRow] = []
+    for kb in sizes:
+        good, good_payload, bad, bad_payload, arguments = sweep_outputs(kb)
+        calls = parse_tool_calls(bad, SWEEP_TOOLS).calls
+        ours = len(calls) == 1 and calls[0].name == "write_note" and calls[0].arguments == arguments
+        peer = json_repair.loads(bad_payload) == {"name": "write_note", "arguments": arguments}
+        loads, parse, repaired, cascade = _best(
+            [
+                functools.partial(json.loads, good_payload),
+                functools.partial(parse_tool_calls, good, SWEEP_TOOLS),
+                functools.partial(json_repair.loads, bad_payload),
+                functools.partial(parse_tool_calls, bad, SWEEP_TOOLS),
+            ],
+            rounds,
+        )
+        rows.append(SweepRow(kb, len(good_payload.encode("utf-8")), loads, parse, repaired, cascade, (ours, peer)))
+    return rows

@@ -65,12 +65,38 @@ def tables(report: Report) -> list[Table]:
     for ratio in report.ratios:
         ratios.add_row(ratio.name, f"{ratio.value:.2f}x", ratio.target, "yes" if ratio.met else "NO", ratio.detail)
 
+    sweep = Table(title="Payload-size sweep: one hermes call, argument string of each size (median round)")
+    for column in (
+        "string",
+        "payload",
+        "json.loads µs",
+        "parse_tool_calls µs",
+        "parse / json.loads",
+        "malformed: json_repair µs",
+        "malformed: cascade µs",
+        "json_repair / cascade",
+        "exact (cascade, json_repair)",
+    ):
+        sweep.add_column(column, justify="left" if column == "string" else "right")
+    for row in report.sweep:
+        sweep.add_row(
+            f"{row.kb:g} KB",
+            f"{row.payload:,} B",
+            f"{row.loads * 1e6:.1f}",
+            f"{row.parse * 1e6:.1f}",
+            f"{row.parse / row.loads:.2f}x",
+            f"{row.peer * 1e6:.1f}",
+            f"{row.cascade * 1e6:.1f}",
+            f"{row.peer / row.cascade:.2f}x",
+            ", ".join("yes" if ok else "no" for ok in row.exact),
+        )
+
     slowest = Table(title="Slowest outputs to parse")
     slowest.add_column("record")
     slowest.add_column("µs", justify="right")
     for name, micros in report.slowest:
         slowest.add_row(name, f"{micros:.1f}")
-    return [recovery, buckets, formats, speed, ratios, slowest]
+    return [recovery, buckets, formats, speed, ratios, sweep, slowest]
 
 
 def markdown(table: Table) -> str:

@@ -9,6 +9,7 @@ import pytest
 from rich.table import Table
 
 from tooldispatch.bench.parser import (
+    SWEEP_TOOLS,
     Recovery,
     baseline_calls,
     call_key,
@@ -16,6 +17,7 @@ from tooldispatch.bench.parser import (
     load_corpus,
     payloads,
     stream_text,
+    sweep_outputs,
 )
 from tooldispatch.cli.parser_bench import markdown
 from tooldispatch.errors import ConfigError
@@ -162,3 +164,20 @@ def test_cli_reports_a_missing_corpus(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "parser", "--corpus", str(tmp_path)])
     assert result.exit_code == 2
     assert "pass --corpus" in result.output
+
+
+@pytest.mark.parametrize("kb", [0.1, 10.0])
+def test_sweep_outputs_are_one_call_written_well_and_malformed(kb: float) -> None:
+    """Each sweep size is one write_note call, well-formed and with single quotes and trailing commas."""
+    import json_repair
+
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    good, good_payload, bad, bad_payload, arguments = sweep_outputs(kb)
+    assert len(arguments["text"]) == round(kb * 1000)
+    assert json.loads(good_payload) == {"name": "write_note", "arguments": arguments}
+    assert json_repair.loads(bad_payload) == {"name": "write_note", "arguments": arguments}
+    assert (good, bad) == (f"<tool_call>\n{good_payload}\n</tool_call>", f"<tool_call>\n{bad_payload}\n</tool_call>")
+    for text, bucket in ((good, "ok_strict"), (bad, "ok_fallback")):
+        calls = parse_tool_calls(text, SWEEP_TOOLS).calls
+        assert [(c.name, c.arguments, c.bucket) for c in calls] == [("write_note", arguments, bucket)]
