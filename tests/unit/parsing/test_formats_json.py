@@ -221,3 +221,14 @@ def test_hermes_placeholder_names_are_skipped() -> None:
     """A call naming a placeholder tool (tool_name, {{ name }}) is not a call."""
     assert hermes.find('<tool_call>{"name": "tool_name", "arguments": {}}</tool_call>') == []
     assert hermes.find('<tool_call>{"name": "{{ name }}", "arguments": {}}</tool_call>') == []
+
+
+def test_decode_json_after_a_failed_strict_decode_is_the_same_result() -> None:
+    """Told json.loads already failed, decode_json gives exactly the result it gives when it tries again."""
+    from tooldispatch.parsing.formats._common import Decoded, decode_json
+
+    for text in ("{'city': 'Paris',}", '{"city": "Par', "not json"):
+        assert decode_json(text, strict_failed=True) == decode_json(text)
+    assert decode_json("{'city': 'Paris',}", strict_failed=True) == Decoded(
+        {"city": "Paris"}, fixes=("single_quotes", "trailing_comma")
+    )

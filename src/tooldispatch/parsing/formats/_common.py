@@ -67,12 +67,18 @@ class Decoded:
     complete: bool = True
 
 
-def decode_json(text: str) -> Decoded:
-    """Decode JSON with ``json.loads`` first and lenient decoding second; never raises."""
-    try:
-        return Decoded(json.loads(text))
-    except (ValueError, RecursionError):
-        pass
+def decode_json(text: str, *, strict_failed: bool = False) -> Decoded:
+    """Decode JSON with ``json.loads`` first and lenient decoding second; never raises.
+
+    Args:
+        text: the JSON text.
+        strict_failed: the caller already saw ``json.loads(text)`` fail, so it is not tried again.
+    """
+    if not strict_failed:
+        try:
+            return Decoded(json.loads(text))
+        except (ValueError, RecursionError):
+            pass
     try:
         result = loads_lenient(text)
     except (LenientJSONError, ValueError, RecursionError) as exc:
@@ -268,9 +274,13 @@ def call_from_json_text(
     *,
     fixes: tuple[str, ...] = (),
     truncated: bool = False,
+    strict_failed: bool = False,
 ) -> RawCall:
-    """Decode a ``{"name": ..., "arguments": ...}`` payload into a ``RawCall`` (never raises)."""
-    decoded = decode_json(payload)
+    """Decode a ``{"name": ..., "arguments": ...}`` payload into a ``RawCall`` (never raises).
+
+    ``strict_failed``: the caller already saw ``json.loads(payload)`` fail (see :func:`decode_json`).
+    """
+    decoded = decode_json(payload, strict_failed=strict_failed)
     if decoded.error is not None:
         return make_call(
             text,
@@ -400,10 +410,11 @@ def calls_from_payload(
     *,
     fixes: tuple[str, ...] = (),
     truncated: bool = False,
+    strict_failed: bool = False,
 ) -> list[RawCall]:
     """Like ``call_from_json_text``, but a JSON list of call objects gives one ``RawCall`` each."""
     if payload.startswith("[", skip_ws(payload, 0)):
-        decoded = decode_json(payload)
+        decoded = decode_json(payload, strict_failed=strict_failed)
         if decoded.error is None and isinstance(decoded.value, list) and decoded.value:
             out = []
             for item in decoded.value:
@@ -422,7 +433,9 @@ def calls_from_payload(
                     )
                 )
             return out
-    return [call_from_json_text(text, span, fmt, payload, fixes=fixes, truncated=truncated)]
+    return [
+        call_from_json_text(text, span, fmt, payload, fixes=fixes, truncated=truncated, strict_failed=strict_failed)
+    ]
 
 
 TOOL_CALL_OPEN = "<tool_call>"

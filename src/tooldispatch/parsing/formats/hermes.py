@@ -141,7 +141,7 @@ def _read_json_body(text: str, begin: int, end: int, payload: str) -> list[RawCa
     try:
         obj = json.loads(payload)
     except (ValueError, RecursionError):
-        obj = None
+        obj = _MISSING
     if type(obj) is dict and "function" not in obj:
         name, args = obj.get("name"), obj.get("arguments", _MISSING)
         if type(name) is str and type(args) is dict and "parameters" not in obj and "args" not in obj:
@@ -149,7 +149,7 @@ def _read_json_body(text: str, begin: int, end: int, payload: str) -> list[RawCa
         else:
             found = calls_from_payload(text, (begin, end), FORMAT, payload)
     else:
-        found = calls_from_payload(text, (begin, end), FORMAT, payload)
+        found = calls_from_payload(text, (begin, end), FORMAT, payload, strict_failed=obj is _MISSING)
     for call in found:
         if is_placeholder(call.name) or is_schema_echo(call.arguments):
             return None
