@@ -71,6 +71,8 @@ def for_view(markers: frozenset[str], view: str) -> frozenset[str]:
 # Characters that are rare in prose and in argument strings: a marker is looked for at their occurrences.
 _RARE = frozenset("<>[]{}|`")
 _MAX_STEPS = 256  # occurrences tested one by one before one plain scan decides
+SHORT = 1024
+"""Below this many characters a plain scan (``in``, ``str.find``) is quicker than the calls that avoid it."""
 
 
 def contains(text: str, marker: str) -> bool:
@@ -81,6 +83,8 @@ def contains(text: str, marker: str) -> bool:
     times quicker, and such a character (``<``, ``>``, ``]``) is rare in outputs. After ``_MAX_STEPS``
     occurrences one plain scan decides, so the cost stays linear whatever the text.
     """
+    if len(text) < SHORT:
+        return marker in text
     if marker[0] in _RARE:
         lead, back = marker[0], 0
     elif marker[-1] in _RARE:
@@ -102,6 +106,8 @@ def contains(text: str, marker: str) -> bool:
 
 def contains_any(text: str, markers: tuple[str, ...]) -> bool:
     """``any(marker in text for marker in markers)``, each looked for as :func:`contains` does."""
+    if len(text) < SHORT:
+        return any(marker in text for marker in markers)
     return any(contains(text, marker) for marker in markers)
 
 
@@ -112,7 +118,7 @@ def find(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
     bound on the occurrences tested one by one keeps it linear.
     """
     stop = len(text) if end is None else end
-    if marker[0] not in _RARE:
+    if marker[0] not in _RARE or stop - start < SHORT:
         return text.find(marker, start, stop)
     lead = marker[0]
     seek, startswith = text.find, text.startswith

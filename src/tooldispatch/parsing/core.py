@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.parsing._markers import contains, contains_any, for_view, scan_markers
+from tooldispatch.parsing._markers import SHORT, contains, contains_any, for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
 from tooldispatch.parsing.formats import find_strict
@@ -261,7 +261,7 @@ def _find_common(
         return calls, [], "", ""
     if tool_format not in _TAG_ONLY_FORMATS:
         return None
-    if not contains(text, "think>"):
+    if not ("think>" in text if len(text) < SHORT else contains(text, "think>")):
         if reasoning_open:
             return None
         found = find_only_tool_call_tags(text)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
-from tooldispatch.parsing._markers import contains_any
+from tooldispatch.parsing._markers import SHORT, contains_any
 from tooldispatch.parsing._markers import find as find_marker
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import glm
@@ -106,15 +107,16 @@ def tool_call_blocks(
         blocks, joined and stripped); ``None`` when ``text[start:end]`` is not closed ``<tool_call>``
         blocks in plain text (see :func:`find_only_tool_call_tags`).
     """
-    if contains_any(text, _FOREIGN):
+    if any(marker in text for marker in _FOREIGN) if len(text) < SHORT else contains_any(text, _FOREIGN):
         return None
     stop = len(text) if end is None else end
     blocks: list[tuple[int, int, int, int]] = []
     outside: list[str] = []
     pos = start
     open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
+    find = text.find if len(text) < SHORT else functools.partial(find_marker, text)
     while True:
-        begin = find_marker(text, TOOL_CALL_OPEN, pos, stop)
+        begin = find(TOOL_CALL_OPEN, pos, stop)
         if begin < 0:
             break
         gap = text[pos:begin]
@@ -122,8 +124,8 @@ def tool_call_blocks(
             return None
         outside.append(gap)
         body = begin + open_len
-        close = find_marker(text, TOOL_CALL_CLOSE, body, stop)
-        if close < 0 or find_marker(text, TOOL_CALL_OPEN, body, close) >= 0:
+        close = find(TOOL_CALL_CLOSE, body, stop)
+        if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
             return None
         blocks.append((begin, body, close, close + close_len))
         pos = close + close_len
