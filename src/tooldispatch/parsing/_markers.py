@@ -71,7 +71,7 @@ def for_view(markers: frozenset[str], view: str) -> frozenset[str]:
 # Characters that are rare in prose and in argument strings: a marker is looked for at their occurrences.
 _RARE = frozenset("<>[]{}|`")
 _MAX_STEPS = 256  # occurrences tested one by one before one plain scan decides
-SHORT = 1024
+SHORT = 1536
 """Below this many characters a plain scan (``in``, ``str.find``) is quicker than the calls that avoid it."""
 
 
