@@ -8,8 +8,10 @@ through; text that may start a call (``<``, ``<tool``, ``[TOOL_``, ``{``, a decl
 ``<|python``, a fence) is held back until it resolves. A held call segment is watched for its end (its closing
 tag or token, or the bracket that balances its first one) with a small state machine over the new text only,
 and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse_tool_calls`. At
-:meth:`StreamParser.close` the whole text is parsed once, so :attr:`StreamParser.outcome` equals
-``parse_tool_calls(whole_text, ...)`` with the same options.
+:meth:`StreamParser.close`, :attr:`StreamParser.outcome` equals ``parse_tool_calls(whole_text, ...)`` with
+the same options: when the output is closed ``<tool_call>`` blocks in plain text and each was parsed as its
+segment closed, it is built from those results (:func:`~tooldispatch.parsing.core.assemble_blocks`);
+otherwise the whole text is parsed once.
 
 Known limits of the early reports (the final outcome is always exact): a call found only inside the
 reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no closing marker) and a call
