@@ -7,7 +7,6 @@ Each area keeps its commands in a module of this package exposing ``register(app
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import typer
 
@@ -23,9 +22,7 @@ app.add_typer(bench_app, name="bench")
 _AREAS = ("parse", "parser_bench", "dispatch", "models", "serve", "agent", "backend_bench", "bench")
 
 for _area in _AREAS:
-    _name = f"{__name__}.{_area}"
-    if importlib.util.find_spec(_name) is not None:
-        importlib.import_module(_name).register(app, bench_app)
+    importlib.import_module(f"{__name__}.{_area}").register(app, bench_app)
 
 
 def main() -> None:
