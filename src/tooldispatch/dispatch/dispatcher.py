@@ -215,6 +215,7 @@ class Dispatcher:
 
         Args:
             calls: ``ToolCall`` values, ``{"name", "arguments"[, "id"]}`` mappings or ``(name, arguments)`` pairs.
+                A ``ToolCall``'s parser repairs go into its trace.
             **options: passed to ``adispatch`` for every call (``session_id``, ``trigger``, ...).
 
         Returns:
@@ -235,7 +236,13 @@ class Dispatcher:
             outs = await asyncio.gather(
                 *(
                     self.adispatch(
-                        items[i][0], items[i][1], **{**options, "call_id": items[i][2] or options.get("call_id")}
+                        items[i][0],
+                        items[i][1],
+                        **{
+                            **options,
+                            "call_id": items[i][2] or options.get("call_id"),
+                            "repairs": items[i][3] or options.get("repairs", ()),
+                        },
                     )
                     for i in batch
                 )
@@ -673,14 +680,19 @@ class Dispatcher:
         return loop.run_until_complete(coro)
 
 
-def _call_parts(item: CallInput) -> tuple[str, Any, str | None]:
+def _call_parts(item: CallInput) -> tuple[str, Any, str | None, tuple[Any, ...]]:
     if isinstance(item, Mapping):
         inner = item.get("function")
         fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else item
-        return str(fn.get("name")), fn.get("arguments"), item.get("id")
+        return str(fn.get("name")), fn.get("arguments"), item.get("id"), ()
     if isinstance(item, tuple | list) and len(item) == 2:
-        return str(item[0]), item[1], None
+        return str(item[0]), item[1], None, ()
     name = getattr(item, "name", None)
     if name is not None:
-        return str(name), getattr(item, "arguments", None), getattr(item, "id", None)
+        return (
+            str(name),
+            getattr(item, "arguments", None),
+            getattr(item, "id", None),
+            tuple(getattr(item, "repairs", ())),
+        )
     raise ConfigError(f"cannot read a call from {item!r:.120}; pass ToolCall values, mappings or (name, args) pairs")

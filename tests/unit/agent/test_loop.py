@@ -269,3 +269,13 @@ def test_early_dispatch_can_be_turned_off() -> None:
     backend = ScriptedBackend([ScriptedTurn(content=_call("get_weather", city="Oslo")), ScriptedTurn(content="ok")])
     run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), early_dispatch=False).run("x")
     assert [r.result.trace.trigger for r in run.tool_runs] == ["model_turn:0"]
+
+
+def test_parser_repairs_reach_the_dispatch_trace() -> None:
+    """A call the parser repaired carries its repairs into the dispatcher's trace."""
+    backend = ScriptedBackend(
+        [ScriptedTurn(content=_call("get_weather", city="Oslo", unit="celcius")), ScriptedTurn(content="ok")]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), early_dispatch=False).run("Oslo?")
+    trace = run.tool_runs[0].result.trace.to_dict()
+    assert [(r["kind"], r["before"], r["after"]) for r in trace["repairs"]] == [("enum", "celcius", "celsius")]
