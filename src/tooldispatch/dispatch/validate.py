@@ -17,6 +17,7 @@ import jsonschema
 
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.repair import repair_call
+from tooldispatch.repair.validate import fast_check
 
 _JSON_TYPES = {
     bool: "boolean",
@@ -156,6 +157,9 @@ def validate_args(tool: ToolDef, args: Any) -> Validation:
             repairs.append({"kind": "null_optional", "path": f"/{key}", "before": None, "after": "(absent)"})
             continue
         cleaned[str(key)] = value
+    fast = fast_check(tool.schema)  # compiled "valid as is"; never accepts what jsonschema rejects
+    if fast is not None and fast(cleaned):
+        return Validation(args=cleaned, repairs=tuple(repairs))
     check = validator(tool)
     if check.is_valid(cleaned):
         return Validation(args=cleaned, repairs=tuple(repairs))
