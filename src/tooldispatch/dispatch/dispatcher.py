@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import threading
 import uuid
@@ -365,7 +366,7 @@ class Dispatcher:
 
     def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> _Call:
         return _Call(
-            trace_id=uuid.uuid4().hex,
+            trace_id=os.urandom(16).hex(),
             session_id=str(session_id),
             name=str(name),
             raw_args=args,
