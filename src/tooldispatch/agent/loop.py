@@ -15,12 +15,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
-from tooldispatch.dispatch import Dispatcher, DispatchResult
-from tooldispatch.errors import BackendError
+from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
+from tooldispatch.errors import BackendError, ConfigError
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, StreamParser
 from tooldispatch.toolspec import ToolSpec
@@ -103,7 +104,10 @@ class Agent:
 
     Args:
         backend: the model engine.
-        dispatcher: runs the calls (``tooldispatch.Dispatcher``).
+        dispatcher: runs the calls (``tooldispatch.Dispatcher``); or give ``registry`` (and ``store``) and
+            one is made.
+        registry: the tools, when no ``dispatcher`` is given.
+        store: the dispatcher's SQLite file (``":memory:"`` by default), when no ``dispatcher`` is given.
         tools: the tools offered to the model (defaults to everything the dispatcher's registry has).
         repair: repair strength for the parser; by default ``bounded`` for read-only tools and
             ``lossless`` for side-effecting ones, from the registry's metadata.
@@ -124,7 +128,9 @@ class Agent:
         self,
         *,
         backend: Backend,
-        dispatcher: Dispatcher,
+        dispatcher: Dispatcher | None = None,
+        registry: Registry | None = None,
+        store: str | Path | None = None,
         tools: Sequence[ToolSpec] | None = None,
         repair: RepairSpec | None = None,
         budget: Budget | None = None,
@@ -138,6 +144,12 @@ class Agent:
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
     ) -> None:
+        if dispatcher is None:
+            if registry is None:
+                raise ConfigError("Agent needs a dispatcher= or a registry= (with an optional store=)")
+            dispatcher = Dispatcher(registry, store=store if store is not None else ":memory:")
+        elif registry is not None and registry is not dispatcher.registry:
+            raise ConfigError("give either dispatcher= or registry=, not both: the dispatcher has its own registry")
         self.backend = backend
         self.dispatcher = dispatcher
         registry = dispatcher.registry

@@ -8,11 +8,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from tooldispatch.agent import Agent, AgentEvent, Budget, CallDispatched, RunEnded, TurnParsed
 from tooldispatch.backends.base import Capabilities, ChatRequest, Event
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.dispatch import Dispatcher, Registry
-from tooldispatch.errors import BackendUnavailable
+from tooldispatch.errors import BackendUnavailable, ConfigError
 
 UNIT = {"type": "string", "enum": ["celsius", "fahrenheit"]}
 
@@ -279,3 +281,21 @@ def test_parser_repairs_reach_the_dispatch_trace() -> None:
     run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), early_dispatch=False).run("Oslo?")
     trace = run.tool_runs[0].result.trace.to_dict()
     assert [(r["kind"], r["before"], r["after"]) for r in trace["repairs"]] == [("enum", "celcius", "celsius")]
+
+
+def test_agent_builds_its_dispatcher_from_a_registry_and_store(tmp_path: Any) -> None:
+    """``Agent(registry=..., store=...)`` makes a dispatcher on that SQLite file; its traces land there."""
+    calls: list[dict[str, Any]] = []
+    backend = ScriptedBackend([ScriptedTurn(content=_call("get_weather", city="Kyiv")), ScriptedTurn(content="ok")])
+    agent = Agent(backend=backend, registry=_registry(calls), store=tmp_path / "state.db")
+    run = agent.run("Kyiv?")
+    assert calls == [{"tool": "get_weather", "city": "Kyiv", "unit": "celsius"}]
+    assert [t.tool for t in agent.dispatcher.traces()] == ["get_weather"]
+    assert run.end == "final_answer"
+    assert (tmp_path / "state.db").exists()
+
+
+def test_agent_without_dispatcher_or_registry_is_a_config_error() -> None:
+    """Neither a dispatcher nor a registry: a ConfigError that says what to pass."""
+    with pytest.raises(ConfigError, match="dispatcher= or a registry="):
+        Agent(backend=ScriptedBackend([]))
