@@ -266,6 +266,39 @@ def make_call(
     )
 
 
+def call_from_named_body(
+    text: str,
+    span: tuple[int, int],
+    fmt: str,
+    name: str | None,
+    body: str,
+    *,
+    fixes: tuple[str, ...] = (),
+    truncated: bool = False,
+) -> RawCall:
+    """A call whose name stands outside its JSON arguments body (DeepSeek, harmony); never raises.
+
+    An empty body means no arguments; an undecodable one keeps its text and the decode error.
+    """
+    if not body.strip():
+        return make_call(text, span, fmt, name, arguments={}, fixes=fixes, truncated=truncated)
+    decoded = decode_json(body)
+    if decoded.error is not None:
+        return make_call(
+            text, span, fmt, name, arguments_text=body, decode_error=decoded.error, fixes=fixes, truncated=truncated
+        )
+    return make_call(
+        text,
+        span,
+        fmt,
+        name,
+        arguments=decoded.value,
+        arguments_text=body,
+        fixes=(*fixes, *decoded.fixes),
+        truncated=truncated,
+    )
+
+
 def call_from_json_text(
     text: str,
     span: tuple[int, int],

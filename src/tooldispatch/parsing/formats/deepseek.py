@@ -24,7 +24,7 @@ import re
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
     FIX_UNCLOSED,
-    decode_json,
+    call_from_named_body,
     is_placeholder,
     make_call,
     strip_fence,
@@ -124,23 +124,7 @@ def _call(
         # An opened fence that the output never closed.
         body = payload.lstrip()[3:]
         body = body[4:] if body.startswith("json") else body
-    if not body.strip():
-        return make_call(text, span, fmt, name, arguments={}, fixes=fixes, truncated=at_end)
-    decoded = decode_json(body)
-    if decoded.error is not None:
-        return make_call(
-            text, span, fmt, name, arguments_text=body, decode_error=decoded.error, fixes=fixes, truncated=at_end
-        )
-    return make_call(
-        text,
-        span,
-        fmt,
-        name,
-        arguments=decoded.value,
-        arguments_text=body,
-        fixes=(*fixes, *decoded.fixes),
-        truncated=at_end,
-    )
+    return call_from_named_body(text, span, fmt, name, body, fixes=fixes, truncated=at_end)
 
 
 def _extend(

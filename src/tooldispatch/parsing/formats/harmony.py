@@ -17,7 +17,7 @@ from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
     FIX_UNCLOSED,
     NextFinder,
-    decode_json,
+    call_from_named_body,
     is_placeholder,
     make_call,
 )
@@ -85,28 +85,8 @@ def find(text: str) -> list[RawCall]:
         at_end = not closed and limit == n
         fixes: tuple[str, ...] = () if closed else (FIX_UNCLOSED,)
         body = text[body_start:body_end]
-        out.append(_call(text, (head, close_end), name, body, fixes, at_end))
+        out.append(call_from_named_body(text, (head, close_end), FORMAT, name, body, fixes=fixes, truncated=at_end))
     return out
-
-
-def _call(text: str, span: tuple[int, int], name: str, body: str, fixes: tuple[str, ...], at_end: bool) -> RawCall:
-    if not body.strip():
-        return make_call(text, span, FORMAT, name, arguments={}, fixes=fixes, truncated=at_end)
-    decoded = decode_json(body)
-    if decoded.error is not None:
-        return make_call(
-            text, span, FORMAT, name, arguments_text=body, decode_error=decoded.error, fixes=fixes, truncated=at_end
-        )
-    return make_call(
-        text,
-        span,
-        FORMAT,
-        name,
-        arguments=decoded.value,
-        arguments_text=body,
-        fixes=(*fixes, *decoded.fixes),
-        truncated=at_end,
-    )
 
 
 def _tool_name(recipient: str) -> str:
