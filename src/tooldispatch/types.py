@@ -1,7 +1,11 @@
 """Plain data shared by every layer: parsed calls, repairs, parse outcomes.
 
 These are the values that cross seams (parser → dispatcher → agent loop → bench), so they are
-small, immutable where possible, and JSON-friendly through ``to_dict``.
+small and JSON-friendly through ``to_dict``. Treat them as read-only. ``Repair`` is frozen; the three
+built for every parsed call (``ToolCall``, ``Candidate``, ``ParseOutcome``) are plain slotted
+dataclasses, because a frozen dataclass sets each field through ``object.__setattr__`` and costs about
+four times as much to build (0.66 µs against 0.16 µs for ``ToolCall`` on the project's CPU machine),
+which is a sixth of the whole strict parse of a short output.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ class Repair:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
     """A valid call: the tool exists and the arguments satisfy its schema.
 
@@ -112,7 +116,7 @@ class ToolCall:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
     """Every call-like span the parser found, accepted or not.
 
@@ -161,7 +165,7 @@ class Candidate:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ParseOutcome:
     """What ``parse_tool_calls`` made of one model output.
 
