@@ -111,7 +111,7 @@ def _compile(schema: Any, root: Mapping[str, Any], depth: int) -> Check | None:
     if depth > _MAX_COMPILE_DEPTH:
         return None
     if schema is True:
-        return lambda v: True
+        return _always
     if not isinstance(schema, Mapping):
         return None
     keywords = set(schema) - _ANNOTATIONS - _CONTAINERS
@@ -122,17 +122,46 @@ def _compile(schema: Any, root: Mapping[str, Any], depth: int) -> Check | None:
 
         target = resolve_ref(schema, root)
         return None if target is schema else _compile(target, root, depth + 1)
-    checks: list[Check] = []
+    if schema.get("type") == "object" and "properties" in keywords:
+        # One check for the object and its properties (the type test is the properties check's first step).
+        keywords = keywords - {"type", "properties"}
+        whole = _object_check(schema, root, depth, strict_type=True)
+        if whole is None:
+            return None
+        checks: list[Check] = [whole]
+    else:
+        checks = []
     for keyword in keywords:
         built = _keyword(keyword, schema, root, depth)
         if built is None:
             return None
-        checks.append(built)
+        if built is not _always:
+            checks.append(built)
+    return _all_of(checks)
+
+
+def _always(value: Any) -> bool:
+    return True
+
+
+def _all_of(checks: list[Check]) -> Check:
+    """One check that passes when every check passes (written out: a generator per call costs more)."""
     if not checks:
-        return lambda v: True
+        return _always
     if len(checks) == 1:
         return checks[0]
-    return lambda v: all(c(v) for c in checks)
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
+    ready = tuple(checks)
+
+    def check_all(v: Any) -> bool:
+        for check in ready:  # noqa: SIM110 - a loop, not all() over a generator: this runs per call
+            if not check(v):
+                return False
+        return True
+
+    return check_all
 
 
 def _keyword(keyword: str, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> Check | None:
@@ -153,7 +182,7 @@ def _keyword(keyword: str, schema: Mapping[str, Any], root: Mapping[str, Any], d
     if keyword in ("required", "additionalProperties"):
         # Handled by the properties check, which rejects every undeclared key; without properties the
         # object check still needs them.
-        return _object_check(schema, root, depth) if "properties" not in schema else (lambda v: True)
+        return _object_check(schema, root, depth) if "properties" not in schema else _always
     if keyword == "items":
         item = _compile(value, root, depth + 1)
         if item is None:
@@ -202,7 +231,10 @@ def _length_check(keyword: str, bound: Any) -> Check | None:
     return lambda v: type(v) is not kind or len(v) <= bound
 
 
-def _object_check(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> Check | None:
+def _object_check(
+    schema: Mapping[str, Any], root: Mapping[str, Any], depth: int, *, strict_type: bool = False
+) -> Check | None:
+    """The properties, required and additionalProperties check; with ``strict_type`` a non-object fails it."""
     props = schema.get("properties", {})
     required = schema.get("required", [])
     if not isinstance(props, Mapping) or not isinstance(required, list):
@@ -217,7 +249,7 @@ def _object_check(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
 
     def check_object(v: Any) -> bool:
         if type(v) is not dict:
-            return True
+            return not strict_type
         for name in needed:
             if name not in v:
                 return False
