@@ -7,6 +7,7 @@ strings with few ``<``, ``[`` or backticks, so jumping from one lead character t
 
 from __future__ import annotations
 
+import functools
 import re
 
 LEADS: dict[str, tuple[str, ...]] = {
@@ -105,10 +106,51 @@ def contains(text: str, marker: str) -> bool:
 
 
 def contains_any(text: str, markers: tuple[str, ...]) -> bool:
-    """``any(marker in text for marker in markers)``, each looked for as :func:`contains` does."""
-    if len(text) < SHORT:
-        return any(marker in text for marker in markers)
-    return any(contains(text, marker) for marker in markers)
+    """``any(marker in text for marker in markers)`` in one pass per rare character the markers share.
+
+    Markers that start (or end) with the same rare character at the same offset are tested together at
+    each occurrence of it (``<|``, ``<｜`` and ``<arg_key>`` at each ``<``): for a few kilobytes that is
+    several times quicker than one ``in`` per marker, which wins only on texts of a line or two.
+    """
+    if len(text) < _PLAIN_ANY:
+        for marker in markers:  # noqa: SIM110 - a loop, not any() over a generator: this runs per parse
+            if marker in text:
+                return True
+        return False
+    groups, plain = _lead_groups(markers)
+    find, startswith = text.find, text.startswith
+    for lead, back, group in groups:
+        pos = find(lead, back)
+        steps = 0
+        while pos >= 0:
+            if startswith(group, pos - back):
+                return True
+            steps += 1
+            if steps == _MAX_STEPS:
+                if any(marker in text for marker in group):
+                    return True
+                break
+            pos = find(lead, pos + 1)
+    return any(marker in text for marker in plain)
+
+
+_PLAIN_ANY = 200
+"""Below this many characters one ``in`` per marker is quicker than the lead-character pass."""
+
+
+@functools.lru_cache(maxsize=64)
+def _lead_groups(markers: tuple[str, ...]) -> tuple[tuple[tuple[str, int, tuple[str, ...]], ...], tuple[str, ...]]:
+    """The markers grouped by (rare character, its offset in the marker), and those with no rare end."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    plain: list[str] = []
+    for marker in markers:
+        if marker and marker[0] in _RARE:
+            groups.setdefault((marker[0], 0), []).append(marker)
+        elif marker and marker[-1] in _RARE:
+            groups.setdefault((marker[-1], len(marker) - 1), []).append(marker)
+        else:
+            plain.append(marker)
+    return tuple((lead, back, tuple(group)) for (lead, back), group in groups.items()), tuple(plain)
 
 
 def find(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
