@@ -24,6 +24,7 @@ from tooldispatch.parsing.formats._common import (
 )
 from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
+from tooldispatch.parsing.lane import strict_outcome
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
@@ -84,8 +85,17 @@ def parse_tool_calls(
     Raises:
         ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
     """
-    specs = normalize_tools(tools)
-    _check_repair(repair)
+    if type(repair) is not str or repair not in _LEVELS:
+        _check_repair(repair)
+    if not native_calls and tool_format in _TAG_ONLY_FORMATS and type(text) is str:
+        # The strict lane looks names up itself (a value that is not a ToolSpec sends the text on).
+        lookup = tools if type(tools) is dict else normalize_tools(tools)
+        quick = strict_outcome(text, lookup, tool_format == "auto", reasoning_open)
+        if quick is not None:
+            return quick
+        specs = lookup if lookup is not tools else normalize_tools(tools)
+    else:
+        specs = normalize_tools(tools)
     text = text or ""
     natives: list[tuple[RawCall, str | None]] = []
     inside: list[RawCall] = []

@@ -249,7 +249,7 @@ class _Region:
             resolved = self._anchor(key)
             if resolved is None or not isinstance(args, dict) or not self._keys_fit(resolved, args):
                 return None
-            if _is_placeholder_args(args) or _looks_like_schema(args, self.tools[_canonical(resolved, self.tools)]):
+            if is_placeholder_args(args) or _looks_like_schema(args, self.tools[_canonical(resolved, self.tools)]):
                 return None
             return _raw_call("json", resolved, args, obj_text, fixes=fixes, truncated=truncated)
         resolved = self._anchor(name)
@@ -262,7 +262,7 @@ class _Region:
         spec = self.tools[_canonical(resolved, self.tools)]
         if isinstance(args, str):
             return self._string_arguments(resolved, args, obj_text, fixes, truncated)
-        if _is_placeholder_args(args) or _looks_like_schema(args, spec):
+        if is_placeholder_args(args) or _looks_like_schema(args, spec):
             return None
         return _raw_call("json", resolved, args, obj_text, fixes=fixes, truncated=truncated)
 
@@ -281,7 +281,7 @@ class _Region:
                 "json", name, None, obj_text, args_text=args, fixes=fixes, truncated=truncated, error=str(exc)
             )
         merged = fixes + tuple(f for f in inner.fixes if f not in fixes)
-        if isinstance(inner.value, dict) and _is_placeholder_args(inner.value):
+        if isinstance(inner.value, dict) and is_placeholder_args(inner.value):
             return None
         cut = None if inner.complete or truncated else "the arguments string ends inside a value"
         return _raw_call(
@@ -311,7 +311,7 @@ class _Region:
             if _DEF_BEFORE.search(self.text, max(self.lo, start - 16), start):
                 return None
         resolved = self._anchor(name)
-        if resolved is None or _is_placeholder_args(args):
+        if resolved is None or is_placeholder_args(args):
             return None
         spec = self.tools[_canonical(resolved, self.tools)]
         if not self._keys_fit(resolved, args) or _looks_like_schema(args, spec):
@@ -350,7 +350,7 @@ class _Region:
         except LenientJSONError as exc:
             error = str(exc)
         else:
-            if isinstance(inner.value, dict) and not _is_placeholder_args(inner.value):
+            if isinstance(inner.value, dict) and not is_placeholder_args(inner.value):
                 call = _raw_call(
                     "json", resolved, inner.value, obj_text, args_text=args_text, fixes=inner.fixes, truncated=truncated
                 )
@@ -403,7 +403,7 @@ class _Region:
             return None
         if not parsed and self.tools[_canonical(name, self.tools)].required:
             return None  # ``name()`` for a tool that needs arguments is prose, not a call
-        if _is_placeholder_args(parsed):
+        if is_placeholder_args(parsed):
             return None
         return _raw_call("python_call", name, parsed, inner, args_text=inner)
 
@@ -708,7 +708,7 @@ def _looks_like_schema(args: Any, spec: ToolSpec) -> bool:
     return _is_schema(args)
 
 
-def _is_placeholder_args(args: Any) -> bool:
+def is_placeholder_args(args: Any) -> bool:
     """``{...}``-style stand-ins, or an object whose every value is one (``{"city": "..."}``)."""
     if isinstance(args, str):
         return bool(_PLACEHOLDER_TEXT.fullmatch(args))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tooldispatch.bench.parser import load_corpus
 from tooldispatch.parsing import core
 from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.toolspec import normalize_tools
 from tooldispatch.types import ParseOutcome
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "corpus"
@@ -73,7 +74,53 @@ EDGES = [
     f"<think></think><tool_call>{CALL}</tool_call>",
     "<think> </think>Answer",
     f"<think><tool_call>{CALL}",
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "</tool_call>"}}</tool_call>',
+    f"<tool_call>\x0c{CALL}</tool_call>",
+    f"<tool_call>{CALL}\x0c</tool_call>",
+    '<tool_call>{"name": " get_weather", "arguments": {"city": "Paris"}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "<tool-name>"}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}, "parameters": {}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}, "args": {}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": 5}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": " {\\"city\\": \\"Lyon\\"} "}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": "{\\"city\\": \\"Lyon\\",}"}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": "[1]"}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": ""}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": null}</tool_call>',
+    '<tool_call>{"name": "get_weather", "arguments": {"city": ' + "[" * 5000 + "]" * 5000 + "}}</tool_call>",
+    f"<tool_call>{CALL}</tool_call>\n"
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "f"}}</tool_call>',
+    f"<think>x</think><tool_call>{CALL}</tool_call><|im_end|>",
+    f"<think>x</think>\n<tool_call>{CALL}</tool_call>\nand (more)",
+    '{"name": "get_weather", "arguments": "{\\"city\\": \\"Lyon\\"}"}',
+    '{"name": "get_weather", "arguments": {"city": "Paris"}, "parameters": {"city": "Rome"}}',
+    '{"type": "function", "name": "get_weather", "parameters": {"city": "Kyiv"}}',
+    '{"name": "get_weather", "arguments": null}',
+    '{"name": "get_weather"}',
+    '{"name": "get_weathr", "arguments": {"city": "Paris"}}',
+    f"{CALL} <tool_call>{CALL}</tool_call>",
+    f"\x0c{CALL}",
+    f"{CALL}\x0c",
+    f"{CALL}\n\n",
+    '[{"name": "get_weather", "arguments": {"city": "Jakarta"}}]',
+    ' [{"name": "get_weather", "arguments": {"city": "A"}}, {"name": "get_weather", "parameters": {"city": "B"}}] \n',
+    '[{"name": "get_weather", "arguments": {"city": "A"}},{"name": "get_weather", "arguments": {"city": "B"}}]',
+    '[{"name": "get_weather", "arguments": {"city": "..."}}]',
+    '[{"name": "get_weather", "arguments": {"city": "A"}, "id": 1}]',
+    '[{"name": "get_weather", "arguments": {"city": "A"}}] trailing',
+    "[" + " " * 70 + '{"name": "get_weather", "arguments": {"city": "A"}}]',
+    '[{"name": "get_weather", "arguments": {"city": "A"}},]',
+    "[]",
+    '[{"name": "get_weather", "arguments": {"city": "<b>"}}]',
+    '[{"name": "get_weather", "arguments": {"city": 1}}]',
+    '[{"name": "get_weathr", "arguments": {"city": "A"}}]',
+    '[{"name": "get_weather", "arguments": "{\\"city\\": \\"A\\"}"}]',
+    '[{"name": "get_weather", "arguments": {"city": "A"}}; {"name": "get_weather", "arguments": {"city": "B"}}]',
 ]
+
+
+SPECS = normalize_tools(TOOLS)
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, text: str, **kwargs: Any) -> tuple[ParseOutcome, ParseOutcome]:
@@ -81,15 +128,17 @@ def _both(monkeypatch: pytest.MonkeyPatch, text: str, **kwargs: Any) -> tuple[Pa
     quick = parse_tool_calls(text, tools, **kwargs)
     with monkeypatch.context() as patch:
         patch.setattr(core, "_find_common", lambda *args: None)
+        patch.setattr(core, "strict_outcome", lambda *args, **kwargs: None)
         full = parse_tool_calls(text, tools, **kwargs)
     return quick, full
 
 
 @pytest.mark.parametrize("text", EDGES)
 @pytest.mark.parametrize("reasoning_open", [False, True])
-def test_edges_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, text: str, reasoning_open: bool) -> None:
+@pytest.mark.parametrize("tools", [TOOLS, SPECS], ids=["list", "specs"])
+def test_edges_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, text: str, reasoning_open: bool, tools: Any) -> None:
     """Near-miss shapes (prose anchors, reasoning, placeholders, echoes, lists) parse as the cascade does."""
-    quick, full = _both(monkeypatch, text, reasoning_open=reasoning_open)
+    quick, full = _both(monkeypatch, text, reasoning_open=reasoning_open, tools=tools)
     assert quick == full
 
 
@@ -97,8 +146,9 @@ def test_edges_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, text: str, re
 def test_named_formats_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, tool_format: str) -> None:
     """A named tool_format takes the shortcut only for its own shape, with the cascade's outcome."""
     for text in EDGES:
-        quick, full = _both(monkeypatch, text, tool_format=tool_format)
-        assert quick == full, text
+        for tools in (TOOLS, SPECS):
+            quick, full = _both(monkeypatch, text, tool_format=tool_format, tools=tools)
+            assert quick == full, text
 
 
 def test_corpus_equals_full_cascade(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,6 +181,31 @@ def test_shortcut_answers_for_plain_hermes_and_bare_json() -> None:
     assert answered == [True, True, True, True, True, False]
 
 
+def test_strict_lane_answers_for_the_common_well_formed_shapes() -> None:
+    """The strict lane reads well-formed hermes blocks (after a think block too) and bare JSON calls and lists."""
+    from tooldispatch.parsing.lane import strict_outcome
+
+    as_string = '{"name": "get_weather", "arguments": "{\\"city\\": \\"Lyon\\"}"}'
+    answered = [
+        strict_outcome(text, SPECS) is not None
+        for text in (
+            EDGES[1],
+            EDGES[2],
+            EDGES[3],
+            f"<think>I will call <tool_call>{CALL}</tool_call></think>",
+            f"<tool_call>{as_string}</tool_call>",
+            CALL,
+            as_string,
+            '{"type": "function", "name": "get_weather", "parameters": {"city": "Kyiv"}}',
+            f"[{CALL}, {CALL}]",
+            f"<tool_call>{CALL}</tool_call> and get_weather(city='Oslo')",
+            '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}</tool_call>',
+            "Plain prose.",
+        )
+    ]
+    assert answered == [True, True, True, True, True, True, True, True, True, False, False, False]
+
+
 _PIECES = [
     "<tool_call>",
     "</tool_call>",
@@ -154,18 +229,23 @@ _PIECES = [
     "words",
     "get_weather",
     ";",
+    ", ",
+    '{"name": "get_weather", "arguments": "{\\"city\\": \\"Lyon\\"}"}',
+    '{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "f"}}',
+    "\x0c",
 ]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans())
-def test_any_mix_of_pieces_equals_full_cascade(text: str, reasoning_open: bool) -> None:
-    """For any mix of tags, calls, reasoning markers and prose, the shortcut changes nothing in the outcome."""
-    quick = parse_tool_calls(text, TOOLS, reasoning_open=reasoning_open)
-    original = core._find_common
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans(), st.sampled_from([TOOLS, SPECS]))
+def test_any_mix_of_pieces_equals_full_cascade(text: str, reasoning_open: bool, tools: Any) -> None:
+    """For any mix of tags, calls, reasoning markers and prose, the shortcuts change nothing in the outcome."""
+    quick = parse_tool_calls(text, tools, reasoning_open=reasoning_open)
+    original, lane = core._find_common, core.strict_outcome
     core._find_common = lambda *args: None
+    core.strict_outcome = lambda *args, **kwargs: None
     try:
-        full = parse_tool_calls(text, TOOLS, reasoning_open=reasoning_open)
+        full = parse_tool_calls(text, tools, reasoning_open=reasoning_open)
     finally:
-        core._find_common = original
+        core._find_common, core.strict_outcome = original, lane
     assert quick == full

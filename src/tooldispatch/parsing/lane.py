@@ -1,0 +1,385 @@
+"""The strict lane: the common well-formed outputs, read straight to the outcome the cascade would give.
+
+Most outputs of a model that follows its chat template are one of a few shapes: prose (or nothing)
+around ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, optionally after one
+leading ``<think>`` block, or one bare Llama 3 JSON call object. :func:`strict_outcome` reads those with
+``str.find`` and one call of the C JSON scanner per payload, then checks each call with its tool's
+compiled schema check. It answers only when the cascade would accept every call with no schema repair
+(the one tolerance it takes is arguments written as a JSON string, which it records as the cascade
+does); anything else (a foreign marker, text that could anchor another stage, a body that is not
+strict JSON, an undeclared name, a placeholder, an echoed schema, arguments the check does not
+accept) returns ``None`` and the cascade reads the text. Tests compare both on every shape this
+module tells apart, on the labelled corpus, and on random mixes of tags, calls and prose.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tooldispatch.parsing._markers import SHORT, contains_any
+from tooldispatch.parsing._markers import find as find_marker
+from tooldispatch.parsing.fallback import is_placeholder_args
+from tooldispatch.parsing.formats._common import (
+    FIX_ARGUMENTS_STRING,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    is_placeholder,
+)
+from tooldispatch.repair.validate import Check, fast_check
+from tooldispatch.toolspec import ToolSpec
+from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
+
+HERMES = "hermes"
+LLAMA3_JSON = "llama3_json"
+
+# The same rules as ``json.loads``: JSON whitespace around one value, decoded by the C scanner.
+_JSON_WS = " \t\n\r"
+_JSON_WS_RUN = re.compile(r"[ \t\n\r]*")
+# ``scan_once`` is the scanner ``json.loads`` runs after its wrappers; it is set on every decoder instance.
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+# A character that could start something another stage reads (see ``formats.hermes``).
+_anchor = re.compile(r"[{(<\[`]").search
+# Markers that make another format read the text (the ``<think>`` tag is handled here).
+_FOREIGN = ("<|", "<｜", "THINK]", "<arg_key>")
+_THINK = ("think>",)
+_TOKENS = ("<|", "<｜", "think>", "THINK]")  # what sends a bare JSON output to the cascade
+_BRACKET_THINK = ("THINK]",)
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_PLACEHOLDER_BODY_MAX = 400
+_LIST_GAP_MAX = 60  # the fallback stage looks this far back from a call for the list's opening bracket
+_NO_FLAGS: frozenset[str] = frozenset()
+_NO_CALL: frozenset[str] = frozenset({FLAG_NO_CALL})
+_IN_REASONING: frozenset[str] = frozenset({FLAG_IN_REASONING})
+_AS_STRING = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
+# Stage, bucket and repairs of a call accepted as written, by whether its arguments were a JSON string.
+_AS_WRITTEN: dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]] = {
+    False: ("strict", "ok_strict", ()),
+    True: ("fallback", "ok_fallback", _AS_STRING),
+}
+_IDS = tuple(f"call_{i}" for i in range(64))
+_checks: dict[str, tuple[ToolSpec, Check]] = {}
+
+Found = tuple[int, int, str, dict[str, Any], bool]
+"""One call read by the lane: start, end, name, arguments, and whether they were written as a string."""
+
+
+def strict_outcome(
+    text: str, tools: Mapping[str, Any], bare_json: bool = True, reasoning_open: bool = False
+) -> ParseOutcome | None:
+    """The outcome of ``parse_tool_calls(text, tools)`` for a common well-formed shape, else ``None``.
+
+    Args:
+        text: the raw output.
+        tools: ``{name: ToolSpec}``; an entry that is not a ``ToolSpec`` sends the text to the cascade.
+        bare_json: also read a text that is one bare JSON call object or list (``tool_format="auto"``);
+            hermes blocks are always read.
+        reasoning_open: the prompt opened a ``<think>`` block, so only a text that closes it is read.
+
+    Returns:
+        The outcome, with ids ``call_0``, ``call_1``, ..., or ``None``: the cascade reads the text.
+    """
+    short = len(text) < SHORT
+    begin = text.find(TOOL_CALL_OPEN) if short else find_marker(text, TOOL_CALL_OPEN)
+    if begin < 0:
+        if not bare_json or reasoning_open:
+            return None
+        first = text.lstrip(_JSON_WS)[:1]
+        return _bare_json(text, tools) if first == "{" else _bare_list(text, tools) if first == "[" else None
+    lead = text[0]
+    if bare_json and not reasoning_open and (lead == "{" or (lead in _JSON_WS and text.lstrip(_JSON_WS)[:1] == "{")):
+        return None  # the cascade tries the whole text as one JSON call first
+    if short:
+        if "<|" in text or "<｜" in text or "THINK]" in text or "<arg_key>" in text:
+            return None
+        think = "think>" in text
+    elif contains_any(text, _FOREIGN):
+        return None
+    else:
+        think = contains_any(text, _THINK)
+    if think:
+        return _after_think(text, tools, reasoning_open)
+    if reasoning_open:
+        return None  # the whole text is reasoning: the cascade decides
+    found = _blocks(text, begin, 0, len(text), tools, _NO_FLAGS)
+    return None if found is None else _finish(found, "", _NO_FLAGS)
+
+
+def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> ParseOutcome | None:
+    """Hermes blocks after one leading ``<think>…</think>`` (or ``…</think>``) block; its calls count alone."""
+    short = len(text) < SHORT
+    find = text.find if short else functools.partial(find_marker, text)
+    close = find(_THINK_CLOSE)
+    if close < 0:
+        return None
+    opener = find(_THINK_OPEN, 0, close)
+    if opener >= 0 and text[:opener].strip():
+        return None
+    body = 0 if opener < 0 else opener + len(_THINK_OPEN)
+    start = close + len(_THINK_CLOSE)
+    if (
+        text.count("think>") != (1 if opener < 0 else 2)
+        if short
+        else contains_any(text[body:close], _THINK) or contains_any(text[start:], _THINK)
+    ):
+        return None  # more than one think block, or a stray tag: the reasoning split decides
+    reasoning = text[body:close].strip()
+    if reasoning_open and not reasoning:
+        return None  # a prompt-opened block closed at once leaves no reasoning segment: the cascade decides
+    outside = _blocks(text, find(TOOL_CALL_OPEN, start), start, len(text), tools, _NO_FLAGS)
+    if outside is None:
+        return None
+    if outside[0] or not reasoning:
+        return _finish(outside, reasoning, _NO_FLAGS)
+    inside = _blocks(text, find(TOOL_CALL_OPEN, body, close), body, close, tools, _IN_REASONING)
+    if inside is None:
+        return None
+    return _finish((inside[0], inside[1], outside[2], inside[3]), reasoning, _IN_REASONING)
+
+
+Blocks = tuple[list[ToolCall], list[Candidate], str, Stage]
+"""What :func:`_blocks` read: the calls, their candidates, the text around them, and the deepest stage."""
+
+
+def _blocks(
+    text: str, begin: int, start: int, stop: int, tools: Mapping[str, Any], flags: frozenset[str]
+) -> Blocks | None:
+    """The calls of closed hermes blocks in plain text within ``text[start:stop]``, and the text around them.
+
+    ``begin`` is the first ``<tool_call>`` at or after ``start`` (-1 for none); ``flags`` go on every call.
+    """
+    open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
+    calls: list[ToolCall] = []
+    candidates: list[Candidate] = []
+    deepest: Stage = "strict"
+    gaps: list[str] = []
+    pos = start
+    find = text.find if stop - start < SHORT else functools.partial(find_marker, text)
+    while 0 <= begin < stop:
+        if begin > pos:
+            gap = text[pos:begin]
+            if not gap.isspace() and _anchor(gap):
+                return None
+            gaps.append(gap)
+        body = begin + open_len
+        close = find(TOOL_CALL_CLOSE, body, stop)
+        if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
+            return None
+        call = _read_object(text[body:close], tools, True)
+        if call is None:
+            return None
+        name, arguments, as_string = call
+        pos = close + close_len
+        count = len(calls)
+        ident = _IDS[count] if count < 64 else f"call_{count}"
+        stage, bucket, repairs = _AS_WRITTEN[as_string]
+        if as_string:
+            deepest = "fallback"
+        candidates.append(
+            Candidate(text[begin:pos], (begin, pos), HERMES, stage, bucket, name, arguments, repairs, None, flags)
+        )
+        calls.append(ToolCall(name, arguments, bucket, stage, flags, repairs, ident, HERMES))
+        begin = find(TOOL_CALL_OPEN, pos, stop)
+    if pos < stop:
+        tail = text[pos:stop]
+        if not tail.isspace() and _anchor(tail):
+            return None
+        gaps.append(tail)
+    return calls, candidates, "".join(gaps).strip() if gaps else "", deepest
+
+
+def _finish(found: Blocks, reasoning: str, flags: frozenset[str]) -> ParseOutcome:
+    calls, candidates, content, deepest = found
+    if not calls:
+        return ParseOutcome((), content, reasoning, (), "none", _NO_CALL)
+    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), deepest, flags)
+
+
+def _bare_json(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
+    """One bare JSON call object and nothing else, as Llama 3 writes it."""
+    first = len(text) - len(text.lstrip(_JSON_WS))
+    if text[first : first + 1] != "{":
+        return None
+    if contains_any(text, _TOKENS):
+        return None
+    call = _read_object(text, tools, False)
+    if call is None:
+        return None
+    return _outcome(text, [(first, len(text.rstrip()), *call)], LLAMA3_JSON, "", "", _NO_FLAGS)
+
+
+def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
+    """A bare JSON list of ``{"name", "arguments"}`` objects and nothing else, which the fallback stage reads.
+
+    Each call's span is its object plus the separator before it; the first also takes the opening
+    bracket and the last the closing one, so no part of the list is left as content.
+    """
+    if "<" in text or "`" in text or contains_any(text, _BRACKET_THINK):
+        return None  # tags and fences the fallback stage would grow the calls over
+    opening = len(text) - len(text.lstrip(_JSON_WS))
+    pos = _skip_ws(text, opening + 1)
+    if pos - opening > _LIST_GAP_MAX:
+        return None
+    found: list[Found] = []
+    start = opening
+    while True:
+        if text[pos : pos + 1] != "{":
+            return None
+        try:
+            obj, end = _scan(text, pos)
+        except (ValueError, StopIteration, RecursionError):
+            return None
+        call = _list_item(obj, tools)
+        if call is None:
+            return None
+        after = _skip_ws(text, end)
+        mark = text[after : after + 1]
+        if mark == ",":
+            found.append((start, end, call[0], call[1], False))
+            start, pos = end, _skip_ws(text, after + 1)
+        elif mark == "]" and not text[after + 1 :].strip(_JSON_WS):
+            found.append((start, after + 1, call[0], call[1], False))
+            return _outcome(text, found, "json", "", "", _NO_FLAGS, stage="fallback")
+        else:
+            return None
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    """The position after the JSON whitespace at ``pos``."""
+    run = _JSON_WS_RUN.match(text, pos)
+    return run.end() if run else pos
+
+
+def _list_item(obj: Any, tools: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The name and arguments of one list item written ``{"name": ..., "arguments"|"parameters": {...}}``."""
+    if type(obj) is not dict or len(obj) != 2:
+        return None
+    name = obj.get("name")
+    arguments = obj["arguments"] if "arguments" in obj else obj.get("parameters")
+    if type(name) is not str or type(arguments) is not dict or "properties" in arguments:
+        return None
+    check = _checks.get(name)
+    if check is None or check[0] is not tools.get(name):
+        check = _check_for(name, tools.get(name))
+    if check is None or is_placeholder_args(arguments):
+        return None
+    try:
+        return (name, arguments) if check[1](arguments) else None
+    except RecursionError:
+        return None
+
+
+def _read_object(payload: str, tools: Mapping[str, Any], hermes: bool) -> tuple[str, dict[str, Any], bool] | None:
+    """The name, arguments and string flag of one strict JSON call object the cascade accepts as written.
+
+    ``hermes``: the payload is a ``<tool_call>`` body (else a whole bare Llama 3 output), read as
+    :mod:`tooldispatch.parsing.formats.hermes` reads it.
+    """
+    value = payload.strip(_JSON_WS)  # what ``json.loads`` skips around the value
+    if not value.startswith("{"):
+        return None
+    try:
+        obj, end = _scan(value, 0)  # an object, since the value starts with "{"
+    except (ValueError, StopIteration, RecursionError):
+        return None
+    if end != len(value) or "function" in obj:
+        return None
+    if hermes:
+        if "parameters" in obj or "args" in obj:
+            return None
+        arguments = obj.get("arguments")
+    elif "arguments" in obj:
+        arguments = obj["arguments"]
+    else:
+        arguments = obj.get("parameters")
+    name = obj.get("name")
+    as_string = type(arguments) is str
+    if as_string:
+        arguments = _decode_string(arguments)
+    if type(arguments) is not dict or type(name) is not str:
+        return None
+    spec = tools.get(name)
+    check = _checks.get(name)
+    if check is None or check[0] is not spec:
+        check = _check_for(name, spec)
+        if check is None:
+            return None
+    if "properties" in arguments and arguments.get("type") == "object":
+        return None  # possibly an echoed schema: the cascade decides
+    if (
+        hermes
+        and len(payload) <= _PLACEHOLDER_BODY_MAX
+        and ("<" in payload or "{..." in payload)
+        and is_placeholder(None, payload)
+    ):
+        return None
+    try:
+        if not check[1](arguments):
+            return None
+    except RecursionError:
+        return None
+    return name, arguments, as_string
+
+
+def _check_for(name: str, spec: Any) -> tuple[ToolSpec, Check] | None:
+    """The compiled check of a declared tool the lane may read calls of, cached by name for that spec."""
+    if type(spec) is not ToolSpec or spec.name != name or is_placeholder(name) or name != name.strip():
+        return None
+    try:
+        check = fast_check(spec.parameters)
+    except RecursionError:
+        return None
+    if check is None:
+        return None
+    if len(_checks) >= 1024:
+        _checks.clear()
+    entry = _checks[name] = (spec, check)
+    return entry
+
+
+def _decode_string(text: str) -> Any:
+    """Arguments written as a JSON string: the object it holds when it is strict JSON, else ``None``."""
+    value = text.strip(_JSON_WS)
+    if value[:1] != "{":
+        return None
+    try:
+        obj, end = _scan(value, 0)
+    except (ValueError, StopIteration, RecursionError):
+        return None
+    return obj if end == len(value) else None
+
+
+def _outcome(
+    text: str,
+    found: list[Found],
+    fmt: str,
+    content: str,
+    reasoning: str,
+    flags: frozenset[str],
+    *,
+    stage: Stage = "strict",
+) -> ParseOutcome:
+    """The outcome of calls accepted as written (``stage`` says where the cascade finds them)."""
+    if not found:
+        return ParseOutcome((), content, reasoning, (), "none", _NO_CALL)
+    calls: list[ToolCall] = []
+    candidates: list[Candidate] = []
+    deepest = stage
+    bucket: Bucket = "ok_strict" if stage == "strict" else "ok_fallback"
+    for i, (begin, end, name, arguments, as_string) in enumerate(found):
+        ident = _IDS[i] if i < 64 else f"call_{i}"
+        if as_string:
+            found_stage, found_bucket, repairs = _AS_WRITTEN[True]
+            deepest = "fallback"
+        else:
+            found_stage, found_bucket, repairs = stage, bucket, ()
+        candidates.append(
+            Candidate(
+                text[begin:end], (begin, end), fmt, found_stage, found_bucket, name, arguments, repairs, None, flags
+            )
+        )
+        calls.append(ToolCall(name, arguments, found_bucket, found_stage, flags, repairs, ident, fmt))
+    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), deepest, flags)
