@@ -63,7 +63,7 @@ async def run_task(backend: Backend, task: Any, *, constrained: bool, options: S
     for turn in run.turns:
         for candidate in turn.outcome.candidates:
             buckets[candidate.bucket] += 1
-    passed = bool(task.check(world))
+    passed = bool(task.check(world, run.final_answer or ""))
     return {
         "passed": passed,
         "end": run.end,
@@ -190,7 +190,9 @@ def render_suite(cells: Sequence[SuiteCell]) -> str:
     for c in cells:
         marks = ["✓" if c.per_task.get(t) else ("✗" if t in c.per_task else "-") for t in tasks]
         buckets = ", ".join(f"{b}: {n}" for b, n in sorted(c.buckets.items())) or "-"
-        row = [c.cell.split("|")[1], c.passed.fmt(), f"{c.mean_turns:.1f}", *marks, buckets]
+        parts = c.cell.split("|")
+        label = parts[1] + (", constrained" if parts[-1] == "constrained" else "")
+        row = [label, c.passed.fmt(), f"{c.mean_turns:.1f}", *marks, buckets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

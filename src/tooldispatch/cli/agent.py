@@ -166,7 +166,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 observer=LiveView(console),
             )
             result = agent.run(chosen.prompt)
-            done = chosen.check(world)
+            done = chosen.check(world, result.final_answer or "")
             outcomes.append((mode, done, result.end))
             effects = world.count_effects()
             console.print(

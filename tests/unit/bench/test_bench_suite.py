@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
@@ -44,3 +45,5 @@ def test_suite_scores_by_final_world_state_and_resumes(tmp_path: Path) -> None:
     assert (again, len(backend.requests)) == (0, 4)
     table = render_suite([cell])
     assert "| m@Q4_1 | 50.0 % " in table
+    constrained = Cell(backend="scripted", model="m", quant="Q4_1", constrained=True).key
+    assert "| m@Q4_1, constrained | 50.0 % " in render_suite([dataclasses.replace(cell, cell=constrained)])

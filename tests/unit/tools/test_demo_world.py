@@ -222,10 +222,7 @@ def test_tasks_are_unique_and_fail_on_fresh_world() -> None:
         world = DemoWorld.seed()
         if task.setup is not None:
             task.setup(world)
-        if task.id == "count-pending-south":
-            assert task.check(world) is True, task.id
-        else:
-            assert task.check(world) is False, task.id
+        assert task.check(world, "") is False, task.id
 
 
 def test_task_checks_pass_when_done() -> None:
@@ -234,11 +231,11 @@ def test_task_checks_pass_when_done() -> None:
     w = DemoWorld.seed()
     w.assign_driver("d-north-2", "o-101")
     w.send_message("c-101", "Driver assigned", "d-north-2 is on the way")
-    assert by_id["assign-north"].check(w) is True
+    assert by_id["assign-north"].check(w, "") is True
 
     w = DemoWorld.seed()
     w.send_message("c-202", "Delay", "Your delivery is 30 minutes late")
-    assert by_id["message-delay"].check(w) is True
+    assert by_id["message-delay"].check(w, "") is True
 
     w = DemoWorld.seed()
     reassign = by_id["reassign-off-shift"]
@@ -246,17 +243,37 @@ def test_task_checks_pass_when_done() -> None:
     reassign.setup(w)
     w.unassign_driver("d-north-1", "o-102")
     w.assign_driver("d-north-2", "o-102")
-    assert reassign.check(w) is True
+    assert reassign.check(w, "") is True
 
     w = DemoWorld.seed()
     w.cancel_order("o-301", "customer request")
-    assert by_id["cancel-east"].check(w) is True
+    assert by_id["cancel-east"].check(w, "") is True
     assert by_id["cancel-east"].needs_approval is True
 
     w = DemoWorld.seed()
     for order in ("o-301", "o-302", "o-303"):
         w.assign_driver("d-east-1", order)
-    assert by_id["fill-east"].check(w) is True
+    assert by_id["fill-east"].check(w, "") is True
+
+
+def test_question_task_checks_the_answer_and_that_nothing_changed() -> None:
+    """The read-only question passes only with the right count first in the answer and no side effect."""
+    task = next(t for t in TASKS if t.id == "count-pending-south")
+    w = DemoWorld.seed()
+    verdicts = [
+        task.check(w, answer)
+        for answer in (
+            "There are 3 pending orders in zone south.",
+            "Three: o-201, o-202 and o-203.",
+            "o-201, o-202 and o-203 are pending, so 3.",
+            "There are 4.",
+            "I could not tell.",
+            "",
+        )
+    ]
+    assert verdicts == [True, True, True, False, False, False]
+    w.send_message("c-201", "Hello", "Checking on your order")
+    assert task.check(w, "There are 3.") is False
 
 
 def test_task_check_rejects_extra_side_effects() -> None:
@@ -265,7 +282,7 @@ def test_task_check_rejects_extra_side_effects() -> None:
     w = DemoWorld.seed()
     w.send_message("c-202", "Delay", "30 minutes late")
     w.assign_driver("d-south-1", "o-202")
-    assert task.check(w) is False
+    assert task.check(w, "") is False
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,14 +16,15 @@ class DemoTask:
     Attributes:
         id: a short stable name.
         prompt: the user message given to the agent.
-        check: ``True`` when the world's final state shows the task done, and nothing else changed.
+        check: ``True`` when the world's final state (and, for a question, the agent's final answer) shows the
+            task done, and nothing else changed.
         setup: arranges the world before the agent starts (``None``: the seeded world as is).
         needs_approval: whether finishing the task takes a call that a human must approve.
     """
 
     id: str
     prompt: str
-    check: Callable[[DemoWorld], bool]
+    check: Callable[[DemoWorld, str], bool]
     setup: Callable[[DemoWorld], None] | None = None
     needs_approval: bool = False
 
@@ -31,7 +33,7 @@ def _on_shift_in(world: DemoWorld, zone: str) -> set[str]:
     return {d["id"] for d in world.list_drivers(zone)["drivers"] if d["on_shift"]}
 
 
-def _check_assign_north(world: DemoWorld) -> bool:
+def _check_assign_north(world: DemoWorld, answer: str) -> bool:
     order = world.order("o-101")
     messages = [m for m in world.outbox() if m["to"] == "c-101"]
     return (
@@ -43,7 +45,7 @@ def _check_assign_north(world: DemoWorld) -> bool:
     )
 
 
-def _check_message_delay(world: DemoWorld) -> bool:
+def _check_message_delay(world: DemoWorld, answer: str) -> bool:
     messages = world.outbox()
     return (
         len(messages) == 1
@@ -53,8 +55,19 @@ def _check_message_delay(world: DemoWorld) -> bool:
     )
 
 
-def _check_read_only(world: DemoWorld) -> bool:
-    return world.count_effects() == 0
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+# A count written in the answer: digits or a number word, not part of an id such as ``o-201``.
+_COUNT = re.compile(r"(?<![\w-])(\d+|" + "|".join(_NUMBER_WORDS) + r")(?![\w-])", re.IGNORECASE)
+
+
+def _check_pending_south(world: DemoWorld, answer: str) -> bool:
+    """Nothing changed, and the first count the answer states is the number of pending orders in zone south."""
+    pending = sum(1 for o in world.list_orders("pending")["orders"] if o["zone"] == "south")
+    first = _COUNT.search(answer)
+    if first is None or world.count_effects() != 0:
+        return False
+    said = first.group(1).lower()
+    return said == str(pending) or (pending < len(_NUMBER_WORDS) and said == _NUMBER_WORDS[pending])
 
 
 def _setup_reassign(world: DemoWorld) -> None:
@@ -62,7 +75,7 @@ def _setup_reassign(world: DemoWorld) -> None:
     world.set_on_shift("d-north-1", False)
 
 
-def _check_reassign(world: DemoWorld) -> bool:
+def _check_reassign(world: DemoWorld, answer: str) -> bool:
     order = world.order("o-102")
     return (
         order["status"] == "assigned"
@@ -72,12 +85,12 @@ def _check_reassign(world: DemoWorld) -> bool:
     )
 
 
-def _check_cancel(world: DemoWorld) -> bool:
+def _check_cancel(world: DemoWorld, answer: str) -> bool:
     others_untouched = all(o["status"] == "pending" for oid, o in world.orders().items() if oid != "o-301")
     return world.order("o-301")["status"] == "cancelled" and others_untouched and world.count_effects() == 1
 
 
-def _check_fill_east(world: DemoWorld) -> bool:
+def _check_fill_east(world: DemoWorld, answer: str) -> bool:
     east = [o for o in world.orders().values() if o["zone"] == "east"]
     on_shift = _on_shift_in(world, "east")
     return all(o["status"] == "assigned" and o["driver_id"] in on_shift for o in east) and world.count_effects() == len(
@@ -99,7 +112,7 @@ TASKS: tuple[DemoTask, ...] = (
     DemoTask(
         "count-pending-south",
         "How many orders are pending in zone south? Only look; do not change anything.",
-        _check_read_only,
+        _check_pending_south,
     ),
     DemoTask(
         "reassign-off-shift",
