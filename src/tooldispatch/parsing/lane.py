@@ -61,6 +61,7 @@ _AS_WRITTEN: dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]] = {
     True: ("fallback", "ok_fallback", _AS_STRING),
 }
 _IDS = tuple(f"call_{i}" for i in range(64))
+_OPEN_LEN, _CLOSE_LEN = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
 _checks: dict[str, tuple[ToolSpec, Check]] = {}
 
 Found = tuple[int, int, str, dict[str, Any], bool]
@@ -105,7 +106,9 @@ def strict_outcome(
     if reasoning_open:
         return None  # the whole text is reasoning: the cascade decides
     found = _blocks(text, begin, 0, len(text), tools, _NO_FLAGS)
-    return None if found is None else _finish(found, "", _NO_FLAGS)
+    if found is None:
+        return None
+    return ParseOutcome(found[0], found[2], "", found[1], found[3], _NO_FLAGS)  # a block was read: calls exist
 
 
 def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> ParseOutcome | None:
@@ -140,7 +143,7 @@ def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> P
     return _finish((inside[0], inside[1], outside[2], inside[3]), reasoning, _IN_REASONING)
 
 
-Blocks = tuple[list[ToolCall], list[Candidate], str, Stage]
+Blocks = tuple[tuple[ToolCall, ...], tuple[Candidate, ...], str, Stage]
 """What :func:`_blocks` read: the calls, their candidates, the text around them, and the deepest stage."""
 
 
@@ -151,20 +154,45 @@ def _blocks(
 
     ``begin`` is the first ``<tool_call>`` at or after ``start`` (-1 for none); ``flags`` go on every call.
     """
-    open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
+    if not 0 <= begin < stop:
+        around = text[start:stop]
+        if around and not around.isspace() and _anchor(around):
+            return None
+        return (), (), around.strip(), "strict"
+    find = text.find if stop - start < SHORT else functools.partial(find_marker, text)
+    body = begin + _OPEN_LEN
+    close = find(TOOL_CALL_CLOSE, body, stop)
+    if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
+        return None
+    end = close + _CLOSE_LEN
+    if find(TOOL_CALL_OPEN, end, stop) < 0:
+        # One block, the most common output: read without the lists of the loop below.
+        head, tail = text[start:begin], text[end:stop]
+        if (head and not head.isspace() and _anchor(head)) or (tail and not tail.isspace() and _anchor(tail)):
+            return None
+        call = _read_object(text[body:close], tools, True)
+        if call is None:
+            return None
+        name, arguments, as_string = call
+        stage, bucket, repairs = _AS_WRITTEN[as_string]
+        return (
+            (ToolCall(name, arguments, bucket, stage, flags, repairs, "call_0", HERMES),),
+            (Candidate(text[begin:end], (begin, end), HERMES, stage, bucket, name, arguments, repairs, None, flags),),
+            (head + tail).strip(),
+            stage,
+        )
     calls: list[ToolCall] = []
     candidates: list[Candidate] = []
     deepest: Stage = "strict"
     gaps: list[str] = []
     pos = start
-    find = text.find if stop - start < SHORT else functools.partial(find_marker, text)
     while 0 <= begin < stop:
         if begin > pos:
             gap = text[pos:begin]
             if not gap.isspace() and _anchor(gap):
                 return None
             gaps.append(gap)
-        body = begin + open_len
+        body = begin + _OPEN_LEN
         close = find(TOOL_CALL_CLOSE, body, stop)
         if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
             return None
@@ -172,7 +200,7 @@ def _blocks(
         if call is None:
             return None
         name, arguments, as_string = call
-        pos = close + close_len
+        pos = close + _CLOSE_LEN
         count = len(calls)
         ident = _IDS[count] if count < 64 else f"call_{count}"
         stage, bucket, repairs = _AS_WRITTEN[as_string]
@@ -188,14 +216,14 @@ def _blocks(
         if not tail.isspace() and _anchor(tail):
             return None
         gaps.append(tail)
-    return calls, candidates, "".join(gaps).strip() if gaps else "", deepest
+    return tuple(calls), tuple(candidates), "".join(gaps).strip(), deepest
 
 
 def _finish(found: Blocks, reasoning: str, flags: frozenset[str]) -> ParseOutcome:
     calls, candidates, content, deepest = found
     if not calls:
         return ParseOutcome((), content, reasoning, (), "none", _NO_CALL)
-    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), deepest, flags)
+    return ParseOutcome(calls, content, reasoning, candidates, deepest, flags)
 
 
 def _bare_json(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
