@@ -105,10 +105,40 @@ def strict_outcome(
         return _after_think(text, tools, reasoning_open)
     if reasoning_open:
         return None  # the whole text is reasoning: the cascade decides
+    if short and text.find(TOOL_CALL_OPEN, begin + _OPEN_LEN) < 0:
+        return _one_block(text, begin, tools)
     found = _blocks(text, begin, 0, len(text), tools, _NO_FLAGS)
     if found is None:
         return None
     return ParseOutcome(found[0], found[2], "", found[1], found[3], _NO_FLAGS)  # a block was read: calls exist
+
+
+def _one_block(text: str, begin: int, tools: Mapping[str, Any]) -> ParseOutcome | None:
+    """What :func:`_blocks` reads for a text with one ``<tool_call>`` (at ``begin``), without its generality.
+
+    One block in prose is the most common output; ``None`` when the lane does not read the text.
+    """
+    body = begin + _OPEN_LEN
+    close = text.find(TOOL_CALL_CLOSE, body)
+    if close < 0:
+        return None
+    end = close + _CLOSE_LEN
+    head, tail = text[:begin], text[end:]
+    if (head and not head.isspace() and _anchor(head)) or (tail and not tail.isspace() and _anchor(tail)):
+        return None
+    call = _read_object(text[body:close], tools, True)
+    if call is None:
+        return None
+    name, arguments, as_string = call
+    stage, bucket, repairs = _AS_WRITTEN[as_string]
+    return ParseOutcome(
+        (ToolCall(name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", HERMES),),
+        (head + tail).strip(),
+        "",
+        (Candidate(text[begin:end], (begin, end), HERMES, stage, bucket, name, arguments, repairs, None, _NO_FLAGS),),
+        stage,
+        _NO_FLAGS,
+    )
 
 
 def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> ParseOutcome | None:
