@@ -1,6 +1,8 @@
 """The dispatcher: one call from the model to the tool and back, safely.
 
-Pipeline for each call (one async implementation; ``dispatch`` is a thin sync wrapper):
+Pipeline for each call (one async implementation; ``dispatch`` is a thin sync wrapper that runs it on the
+calling thread's own event loop, where a sync tool's outcome is waited for directly instead of through the
+loop, see ``executor``):
 
 1. name admission: an unknown tool is rejected as ``tool_hallucination`` with the nearest names;
 2. validation (null optionals dropped, strict requireds), rejected as ``validation``;
@@ -24,7 +26,7 @@ import random
 import threading
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -152,7 +154,9 @@ class Dispatcher:
     ) -> DispatchResult:
         """Run one call synchronously; same arguments and semantics as ``adispatch``.
 
-        Works from any thread without a running event loop (each thread gets its own loop).
+        Works from any thread without a running event loop (each thread gets its own loop). A sync tool still
+        runs in a worker thread under its timer; this thread waits for it directly, which costs less than
+        having the worker wake the loop.
 
         Raises:
             ConfigError: called from inside a running event loop (use ``await adispatch(...)`` there).
@@ -234,20 +238,20 @@ class Dispatcher:
                     if nxt is None or not nxt.parallel_safe:
                         break
                     batch.append(index + len(batch))
-            outs = await asyncio.gather(
-                *(
-                    self.adispatch(
-                        items[i][0],
-                        items[i][1],
-                        **{
-                            **options,
-                            "call_id": items[i][2] or options.get("call_id"),
-                            "repairs": items[i][3] or options.get("repairs", ()),
-                        },
-                    )
-                    for i in batch
+            pending = [
+                self.adispatch(
+                    items[i][0],
+                    items[i][1],
+                    **{
+                        **options,
+                        "call_id": items[i][2] or options.get("call_id"),
+                        "repairs": items[i][3] or options.get("repairs", ()),
+                    },
                 )
-            )
+                for i in batch
+            ]
+            # A call on its own runs in this task; only a parallel batch needs tasks of its own.
+            outs = [await pending[0]] if len(pending) == 1 else await asyncio.gather(*pending)
             for i, out in zip(batch, outs, strict=True):
                 results[i] = out
             index += len(batch)
@@ -505,7 +509,7 @@ class Dispatcher:
         text: str | None = None
         while True:
             call.attempts += 1
-            attempt = await self._executor.run(tool, call.args)
+            attempt = await self._executor.run(tool, call.args, exclusive=self._in_sync_call())
             tool_time += attempt.elapsed_s
             error, phase = None, "during"
             if attempt.timed_out:
@@ -662,15 +666,18 @@ class Dispatcher:
             return f"no approval {approval_id!r}; list pending ones with Dispatcher.approvals()"
         return f"approval {approval_id!r} was already {record.state}; each approval is decided once"
 
-    def _run_sync(self, coro: Awaitable[T]) -> T:
+    def _in_sync_call(self) -> bool:
+        """Whether the running task is the one a sync API call started on this thread's loop."""
+        task = getattr(self._local, "task", None)
+        return task is not None and asyncio.current_task() is task
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
-            close = getattr(coro, "close", None)
-            if close is not None:
-                close()
+            coro.close()
             raise ConfigError("the sync API was called inside a running event loop; await the a-prefixed method")
         loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
         if loop is None or loop.is_closed():
@@ -678,7 +685,14 @@ class Dispatcher:
             self._local.loop = loop
             with self._loops_lock:
                 self._loops.append(loop)
-        return loop.run_until_complete(coro)
+        # Only the sync API runs this thread's loop, one call at a time: while this task itself (not a task it
+        # starts, such as a call of a parallel batch) waits on a sync tool, the loop has nothing it needs to run.
+        task = loop.create_task(coro)
+        self._local.task = task
+        try:
+            return loop.run_until_complete(task)
+        finally:
+            self._local.task = None
 
 
 def _call_parts(item: CallInput) -> tuple[str, Any, str | None, tuple[Any, ...]]:

@@ -2,7 +2,11 @@
 
 - ``async def`` tools run on the loop and are cancelled at the deadline.
 - Sync tools run in a worker thread. Python cannot stop a thread, so a timed-out one is abandoned and
-  recorded as possibly still running.
+  recorded as possibly still running. The outcome comes back one of two ways: through the event loop
+  (a future settled with ``call_soon_threadsafe``), or, when the caller's loop has nothing else to run
+  (the sync API), to the dispatching thread waiting for the worker directly: a short spin that yields
+  the CPU, then a lock acquired with the time left. Waking an event loop from another thread costs more
+  than releasing a lock, and during the spin the waiting thread's CPU stays awake for a quick tool.
 - Tools registered with ``isolation="process"`` run in a fresh child process (``spawn``). The child
   reports when it invokes the function, the deadline counts from then, and the child is killed when it
   passes. Results cross the process boundary as JSON text.
@@ -12,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import multiprocessing
+import os
 import socket
 import threading
 import time
@@ -27,6 +33,10 @@ from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.errors import ToolError
 
 PROCESS_START_TIMEOUT_S = 60.0
+SPIN_S = 50e-6
+"""How long a thread waiting on a sync tool polls for its outcome, yielding the CPU, before it sleeps."""
+
+_yield_cpu: Callable[[], None] | None = getattr(os, "sched_yield", None)
 
 
 class RemoteToolException(Exception):
@@ -68,7 +78,11 @@ class _Expired(Exception):
     """Set on a sync tool's future when its deadline passes first."""
 
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+Outcome = tuple[bool, Any]
+"""``(True, value)`` when a sync tool returned, ``(False, exception)`` when it raised."""
+
+_Settle = Callable[[bool, Any], None]
+_Job = tuple[_Settle, Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -79,9 +93,45 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
             future.set_exception(value)
 
 
+def _settle_threadsafe(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if not future.done():
+        # A closed loop means nobody waits for this result any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+
 def _expire(future: asyncio.Future[Any]) -> None:
     if not future.done():
         future.set_exception(_Expired())
+
+
+class _Handoff:
+    """One sync tool's outcome, passed from the worker thread to the thread that waits for it."""
+
+    __slots__ = ("_done", "outcome")
+
+    def __init__(self) -> None:
+        self._done = threading.Lock()
+        self._done.acquire()
+        self.outcome: Outcome | None = None
+
+    def settle(self, ok: bool, value: Any) -> None:
+        self.outcome = (ok, value)
+        self._done.release()
+
+    def wait(self, deadline: float) -> Outcome | None:
+        """The outcome, or None when ``deadline`` (``time.monotonic``) passes first."""
+        done = self._done
+        if _yield_cpu is not None:
+            spin_until = min(time.monotonic() + SPIN_S, deadline)
+            while time.monotonic() < spin_until:
+                if done.acquire(False):
+                    return self.outcome
+                _yield_cpu()
+        remaining = deadline - time.monotonic()
+        if done.acquire(timeout=min(max(remaining, 0.0), threading.TIMEOUT_MAX)):
+            return self.outcome
+        return None
 
 
 class WorkerThreads:
@@ -103,41 +153,60 @@ class WorkerThreads:
         self._closed = False
 
     def submit(
-        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any, **kwargs: Any
+        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> asyncio.Future[Any]:
         """Run ``fn`` on a worker thread; the returned future (of ``loop``) settles with its outcome."""
         future: asyncio.Future[Any] = loop.create_future()
+        self._start(functools.partial(_settle_threadsafe, loop, future), fn, args, kwargs)
+        return future
+
+    def call(self, deadline: float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Outcome | None:
+        """Run ``fn`` on a worker thread and wait for it on this thread until ``deadline``.
+
+        Args:
+            deadline: when to stop waiting, on the ``time.monotonic`` clock.
+            fn: the function; ``args`` and ``kwargs`` are passed to it.
+
+        Returns:
+            The outcome, or None when the deadline passed first (the function may still be running).
+        """
+        handoff = _Handoff()
+        self._start(handoff.settle, fn, args, kwargs)
+        return handoff.wait(deadline)
+
+    def _start(self, settle: _Settle, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         with self._lock:
             if self._idle > 0:
                 self._idle -= 1
             elif self._threads < self._max:
                 self._threads += 1
                 threading.Thread(target=self._work, name="tooldispatch-tool", daemon=True).start()
-        self._jobs.put((loop, future, fn, args, kwargs))
-        return future
+        self._jobs.put((settle, fn, args, kwargs))
 
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:
                 return
-            loop, future, fn, args, kwargs = job
+            settle, fn, args, kwargs = job
             try:
-                outcome: tuple[bool, Any] = (True, fn(*args, **kwargs))
+                outcome: Outcome = (True, fn(*args, **kwargs))
             except Exception as exc:
                 outcome = (False, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt inside a tool: a tool failure here
                 outcome = (False, RuntimeError(f"the tool raised {type(exc).__name__}: {exc}"))
-            if not future.done():
-                # A closed loop means nobody waits for this result any more.
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(_settle, future, *outcome)
-            del job, future, outcome
+            # Counted idle before the outcome is handed over, so that a caller that goes straight on to
+            # its next call finds this thread instead of starting another.
             with self._lock:
-                if self._closed:
+                leaving = self._closed
+                if leaving:
                     self._threads -= 1
-                    return
-                self._idle += 1
+                else:
+                    self._idle += 1
+            settle(*outcome)
+            del job, settle, outcome
+            if leaving:
+                return
 
     def close(self) -> None:
         """Let idle threads end; busy ones end when their tool returns."""
@@ -162,12 +231,19 @@ class Executor:
         self._workers = WorkerThreads(max_workers)
         self._monotonic = monotonic
 
-    async def run(self, tool: ToolDef, args: dict[str, Any]) -> Attempt:
-        """Invoke ``tool`` once with ``args`` under ``tool.timeout_s``; never raises for tool failures."""
+    async def run(self, tool: ToolDef, args: dict[str, Any], *, exclusive: bool = False) -> Attempt:
+        """Invoke ``tool`` once with ``args`` under ``tool.timeout_s``; never raises for tool failures.
+
+        Args:
+            tool: the tool.
+            args: its validated arguments.
+            exclusive: nothing else needs the running event loop until this attempt ends (a call made
+                through the sync API), so a sync tool's outcome is waited for on this thread, blocking the
+                loop, instead of being delivered through the loop. The timer and its outcome are the same.
+        """
         if tool.isolation == "process":
             return await self._run_process(tool, args)
         start = self._monotonic()
-        loop = asyncio.get_running_loop()
         if tool.is_async:
             try:
                 value = await asyncio.wait_for(tool.fn(**args), tool.timeout_s)
@@ -176,6 +252,15 @@ class Executor:
             except Exception as exc:
                 return Attempt(error=exc, elapsed_s=self._monotonic() - start)
             return Attempt(value=value, elapsed_s=self._monotonic() - start)
+        if exclusive:
+            outcome = self._workers.call(time.monotonic() + tool.timeout_s, tool.fn, **args)
+            if outcome is None:
+                return Attempt(timed_out=True, possibly_running=True, elapsed_s=self._monotonic() - start)
+            ok, value = outcome
+            if ok:
+                return Attempt(value=value, elapsed_s=self._monotonic() - start)
+            return Attempt(error=value, elapsed_s=self._monotonic() - start)
+        loop = asyncio.get_running_loop()
         future = self._workers.submit(loop, tool.fn, **args)
         deadline = loop.call_later(tool.timeout_s, _expire, future)
         try:
