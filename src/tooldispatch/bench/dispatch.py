@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldispatch.dispatch import Dispatcher, Registry
+from tooldispatch.dispatch.executor import WorkerThreads
 
 READ_ONLY_TARGET_US = 100.0
 SIDE_EFFECT_TARGET_US = 2000.0
@@ -103,8 +104,11 @@ class DispatchBench:
         read_only: the no-op read-only tool.
         side_effecting: the no-op side-effecting tool with a durable idempotency record.
         throughput: concurrent sessions.
-        thread_hop: the bare no-op run in a worker thread and waited for (``submit(...).result()``): the
-            floor under any dispatch of a sync tool, which runs in a worker thread so its timer can fire.
+        thread_hop: the bare no-op run in one of the dispatcher's worker threads and waited for the way
+            ``Dispatcher.dispatch`` waits (``WorkerThreads.call``): the floor under any sync dispatch of a sync
+            tool, which runs in a worker thread so its timer can fire.
+        pool_hop: the same no-op through ``concurrent.futures`` (``submit(...).result()`` on a one-thread
+            pool), for scale.
         store: what backed the dispatcher (``temp file`` for all variants).
         python: the interpreter version.
     """
@@ -113,6 +117,7 @@ class DispatchBench:
     side_effecting: Overhead
     throughput: Throughput
     thread_hop: Timing
+    pool_hop: Timing
     store: str
     python: str
 
@@ -131,6 +136,7 @@ class DispatchBench:
             }
         out["throughput"] = asdict(self.throughput)
         out["thread_hop"] = asdict(self.thread_hop)
+        out["pool_hop"] = asdict(self.pool_hop)
         return out
 
 
@@ -237,8 +243,17 @@ def run_dispatch_bench(
                 _expect_ok(dispatcher.dispatch("noop", {}, session_id="bench-ro"), "read-only")
 
             disp_ro = _time_calls("dispatch noop (read-only)", ro, iterations, warm)
+            workers = WorkerThreads(max_workers=1)
+            try:
+                hop = _time_calls(
+                    "noop() in a worker thread", lambda i: workers.call(time.monotonic() + 30.0, noop), iterations, warm
+                )
+            finally:
+                workers.close()
             with ThreadPoolExecutor(max_workers=1) as pool:
-                hop = _time_calls("noop() in a worker thread", lambda i: pool.submit(noop).result(), iterations, warm)
+                pool_hop = _time_calls(
+                    "noop() in a concurrent.futures thread", lambda i: pool.submit(noop).result(), iterations, warm
+                )
 
             warm_se = max(20, side_effect_iterations // 10)
             bare_se = _time_calls("bare record()", record, side_effect_iterations, warm_se)
@@ -257,6 +272,7 @@ def run_dispatch_bench(
         side_effecting=Overhead(bare_se, disp_se, SIDE_EFFECT_TARGET_US),
         throughput=throughput,
         thread_hop=hop,
+        pool_hop=pool_hop,
         store="SQLite file (WAL, synchronous=NORMAL) in a temp folder",
         python=platform.python_version(),
     )

@@ -321,8 +321,8 @@ def bench_dispatch(
     console.print(table)
     hop = result.thread_hop
     console.print(
-        f"floor for sync tools (a no-op run in a worker thread and awaited): median {hop.median_us:.1f} µs, "
-        f"p95 {hop.p95_us:.1f} µs",
+        "floor for sync tools (a no-op run in a worker thread, waited for as dispatch() waits): "
+        f"median {hop.median_us:.1f} µs, p95 {hop.p95_us:.1f} µs",
         highlight=False,
     )
     tp = result.throughput
