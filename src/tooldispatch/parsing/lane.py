@@ -165,7 +165,9 @@ def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> P
     outside = _blocks(text, find(TOOL_CALL_OPEN, start), start, len(text), tools, _NO_FLAGS)
     if outside is None:
         return None
-    if outside[0] or not reasoning:
+    if outside[0]:
+        return ParseOutcome(outside[0], outside[2], reasoning, outside[1], outside[3], _NO_FLAGS)
+    if not reasoning:
         return _finish(outside, reasoning, _NO_FLAGS)
     inside = _blocks(text, find(TOOL_CALL_OPEN, body, close), body, close, tools, _IN_REASONING)
     if inside is None:
@@ -266,7 +268,21 @@ def _bare_json(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
     call = _read_object(text, tools, False)
     if call is None:
         return None
-    return _outcome(text, [(first, len(text.rstrip()), *call)], LLAMA3_JSON, "", "", _NO_FLAGS)
+    name, arguments, as_string = call
+    stage, bucket, repairs = _AS_WRITTEN[as_string]
+    end = len(text.rstrip())
+    return ParseOutcome(
+        (ToolCall(name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", LLAMA3_JSON),),
+        "",
+        "",
+        (
+            Candidate(
+                text[first:end], (first, end), LLAMA3_JSON, stage, bucket, name, arguments, repairs, None, _NO_FLAGS
+            ),
+        ),
+        stage,
+        _NO_FLAGS,
+    )
 
 
 def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
