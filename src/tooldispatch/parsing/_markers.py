@@ -74,6 +74,8 @@ _RARE = frozenset("<>[]{}|`")
 _MAX_STEPS = 256  # occurrences tested one by one before one plain scan decides
 SHORT = 1536
 """Below this many characters a plain scan (``in``, ``str.find``) is quicker than the calls that avoid it."""
+PLAIN_ANY = 200
+"""Below this many characters one ``in`` per marker is quicker than :func:`contains_any`'s lead-character pass."""
 
 
 def contains(text: str, marker: str) -> bool:
@@ -112,7 +114,7 @@ def contains_any(text: str, markers: tuple[str, ...]) -> bool:
     each occurrence of it (``<|``, ``<｜`` and ``<arg_key>`` at each ``<``): for a few kilobytes that is
     several times quicker than one ``in`` per marker, which wins only on texts of a line or two.
     """
-    if len(text) < _PLAIN_ANY:
+    if len(text) < PLAIN_ANY:
         for marker in markers:  # noqa: SIM110 - a loop, not any() over a generator: this runs per parse
             if marker in text:
                 return True
@@ -132,10 +134,6 @@ def contains_any(text: str, markers: tuple[str, ...]) -> bool:
                 break
             pos = find(lead, pos + 1)
     return any(marker in text for marker in plain)
-
-
-_PLAIN_ANY = 200
-"""Below this many characters one ``in`` per marker is quicker than the lead-character pass."""
 
 
 @functools.lru_cache(maxsize=64)

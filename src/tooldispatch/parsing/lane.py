@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tooldispatch.parsing._markers import SHORT, contains_any
+from tooldispatch.parsing._markers import PLAIN_ANY, SHORT, contains_any
 from tooldispatch.parsing._markers import find as find_marker
 from tooldispatch.parsing.fallback import is_placeholder_args
 from tooldispatch.parsing.formats._common import (
@@ -93,7 +93,7 @@ def strict_outcome(
     lead = text[0]
     if bare_json and not reasoning_open and (lead == "{" or (lead in _JSON_WS and text.lstrip(_JSON_WS)[:1] == "{")):
         return None  # the cascade tries the whole text as one JSON call first
-    if short:
+    if len(text) < PLAIN_ANY:
         if "<|" in text or "<｜" in text or "THINK]" in text or "<arg_key>" in text:
             return None
         think = "think>" in text
@@ -155,7 +155,7 @@ def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> P
     start = close + len(_THINK_CLOSE)
     if (
         text.count("think>") != (1 if opener < 0 else 2)
-        if short
+        if len(text) < PLAIN_ANY
         else contains_any(text[body:close], _THINK) or contains_any(text[start:], _THINK)
     ):
         return None  # more than one think block, or a stray tag: the reasoning split decides
