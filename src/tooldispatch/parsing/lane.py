@@ -2,7 +2,8 @@
 
 Most outputs of a model that follows its chat template are one of a few shapes: prose (or nothing)
 around ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, optionally after one
-leading ``<think>`` block, or one bare Llama 3 JSON call object. :func:`strict_outcome` reads those with
+leading ``<think>`` block, one bare Llama 3 JSON call object, or a bare JSON list of call objects (which
+the cascade reads in its fallback stage). :func:`strict_outcome` reads those with
 ``str.find`` and one call of the C JSON scanner per payload, then checks each call with its tool's
 compiled schema check. It answers only when the cascade would accept every call with no schema repair
 (the one tolerance it takes is arguments written as a JSON string, which it records as the cascade
