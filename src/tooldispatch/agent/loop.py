@@ -115,6 +115,9 @@ class Agent:
         system_prompt: the system message (``None`` for none).
         max_tokens: completion budget per turn.
         constrained: ask the backend for grammar-constrained decoding.
+        tool_choice: ``auto`` (the model calls a tool or answers; under ``constrained`` a call, once
+            started, follows the grammar), ``required`` (every turn is a call, so the run ends at its turn
+            budget, never with an answer) or one tool's name (every turn calls that tool).
         tool_format: the parser's format hint (``auto`` finds it).
         reasoning_open: the prompt opens a ``<think>`` block that the model closes.
         session_id: the dispatcher session (idempotency keys, quotas, saga); a fresh one by default.
@@ -137,6 +140,7 @@ class Agent:
         system_prompt: str | None = DEFAULT_SYSTEM,
         max_tokens: int = 512,
         constrained: bool = False,
+        tool_choice: str = "auto",
         tool_format: str = "auto",
         reasoning_open: bool = False,
         session_id: str | None = None,
@@ -159,6 +163,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.max_tokens = max_tokens
         self.constrained = constrained
+        self.tool_choice = tool_choice
         self.tool_format = tool_format
         self.reasoning_open = reasoning_open
         self.session_id = session_id or f"s-{uuid.uuid4().hex[:12]}"
@@ -203,6 +208,7 @@ class Agent:
             messages=list(messages),
             tools=self.tools,
             max_tokens=self.max_tokens,
+            tool_choice=self.tool_choice,
             constrained=self.constrained,
             extra=self.request_extra,
         )

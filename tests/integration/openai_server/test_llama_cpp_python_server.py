@@ -141,11 +141,13 @@ def test_server_that_dies_at_start_reports_its_log(tmp_path: Path) -> None:
 
 
 async def test_constrained_client_mode_yields_a_valid_call(template_server: str) -> None:
-    """Client mode with the tool grammar: the server's raw text parses into a valid get_weather call."""
+    """Client mode with the tool grammar (tool_choice required): the raw text parses into a valid get_weather call."""
     live = OpenAICompatBackend(
         base_url=template_server, model="smollm2", dialect="llama-server", parse="client", tool_format="hermes_list"
     )
-    request = ChatRequest(messages=ASK_WEATHER, tools=(WEATHER,), max_tokens=64, constrained=True)
+    request = ChatRequest(
+        messages=ASK_WEATHER, tools=(WEATHER,), max_tokens=64, constrained=True, tool_choice="required"
+    )
     done = await collect(live.stream(request))
     outcome = parse_tool_calls(done.content, [WEATHER], finish_reason=done.finish_reason)
     assert [call.name for call in outcome.calls] == ["get_weather"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.models import Reasoning
 from tooldispatch.prompting import gbnf_literal, tool_call_grammar
 from tooldispatch.toolspec import ToolSpec
 
@@ -30,7 +31,7 @@ PING = ToolSpec("ping", "", {"type": "object", "properties": {}})
 
 def test_hermes_grammar_exact() -> None:
     """Hermes: one <tool_call> block; required key first, optional keys in order; enum as literals."""
-    assert tool_call_grammar([WEATHER, PING], "hermes") == (
+    assert tool_call_grammar([WEATHER, PING], "hermes", tool_choice="required") == (
         'root ::= "<tool_call>\\n" call "\\n</tool_call>"\n'
         'get-weather-args ::= "{" "\\"city\\": " string (", " "\\"unit\\": " ("\\"c\\"" | "\\"f\\""))? '
         '(", " "\\"days\\": " integer)? "}"\n'
@@ -47,7 +48,7 @@ def test_pythonic_grammar_exact() -> None:
         "",
         {"type": "object", "properties": {"on": {"type": "boolean"}, "note": {"type": "null"}}, "required": ["on"]},
     )
-    assert tool_call_grammar([tool], "pythonic") == (
+    assert tool_call_grammar([tool], "pythonic", tool_choice="required") == (
         'root ::= "[" call (", " call)* "]"\n'
         'call-set-flag ::= "set_flag(" "on=" boolean (", " "note=" null)? ")"\n'
         "call ::= call-set-flag\n"
@@ -58,9 +59,9 @@ def test_pythonic_grammar_exact() -> None:
 
 def test_gemma_and_json_roots() -> None:
     """Gemma wraps one call in a tool_code fence; Llama-3 JSON uses the ``parameters`` key."""
-    gemma = tool_call_grammar([PING], "gemma_tool_code")
+    gemma = tool_call_grammar([PING], "gemma_tool_code", tool_choice="required")
     assert gemma == 'root ::= "```tool_code\\n" call "\\n```"\ncall-ping ::= "ping()"\ncall ::= call-ping\n'
-    assert tool_call_grammar([PING], "json") == (
+    assert tool_call_grammar([PING], "json", tool_choice="required") == (
         'root ::= call\ncall-ping ::= "{\\"name\\": \\"ping\\", \\"parameters\\": " "{}" "}"\ncall ::= call-ping\n'
     )
 
@@ -79,7 +80,7 @@ def test_nested_object_array_and_number() -> None:
             "required": ["stops", "limits"],
         },
     )
-    grammar = tool_call_grammar([tool], "hermes_list")
+    grammar = tool_call_grammar([tool], "hermes_list", tool_choice="required")
     assert grammar.splitlines()[:5] == [
         'root ::= "<tool_call>[" call (", " call)* "]</tool_call>"',
         'route-args-stops ::= "[" string (", " string)* "]"',
@@ -92,7 +93,7 @@ def test_nested_object_array_and_number() -> None:
 def test_only_optional_keys() -> None:
     """With no required keys, any in-order subset of the optional keys is allowed, including none."""
     tool = ToolSpec("f", "", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}})
-    assert tool_call_grammar([tool], "pythonic").splitlines()[1] == (
+    assert tool_call_grammar([tool], "pythonic", tool_choice="required").splitlines()[1] == (
         'call-f ::= "f(" ("a=" integer (", " "b=" integer)? | "b=" integer)? ")"'
     )
 
@@ -100,9 +101,41 @@ def test_only_optional_keys() -> None:
 def test_unmodelled_schema_falls_back_to_any_value() -> None:
     """A property without a usable type (here ``$ref``) accepts any JSON value."""
     tool = ToolSpec("f", "", {"type": "object", "properties": {"x": {"$ref": "#/defs/X"}}, "required": ["x"]})
-    lines = tool_call_grammar([tool], "json").splitlines()
+    lines = tool_call_grammar([tool], "json", tool_choice="required").splitlines()
     assert lines[1] == 'f-args ::= "{" "\\"x\\": " value "}"'
     assert "value ::= object | array | string | number | boolean | null" in lines
+
+
+def test_auto_lets_the_model_answer_and_binds_once_a_call_starts() -> None:
+    """With tool_choice=auto: a call, or text without the call's first character optionally followed by one."""
+    assert tool_call_grammar([PING], "hermes", tool_choice="auto") == (
+        "root ::= tool-calls | answer tool-calls?\n"
+        'call-ping ::= "{\\"name\\": \\"ping\\", \\"arguments\\": " "{}" "}"\n'
+        "call ::= call-ping\n"
+        'tool-calls ::= "<tool_call>\\n" call "\\n</tool_call>"\n'
+        "answer ::= [^<]+\n"
+    )
+    starts = {
+        name: tool_call_grammar([PING], name).splitlines()[-1]
+        for name in ("hermes_list", "json", "pythonic", "gemma_tool_code")
+    }
+    assert starts == {
+        "hermes_list": "answer ::= [^<]+",
+        "json": "answer ::= [^{]+",
+        "pythonic": "answer ::= [^\\[]+",
+        "gemma_tool_code": "answer ::= [^`]+",
+    }
+
+
+def test_auto_with_reasoning_puts_the_think_block_first() -> None:
+    """An optional think block comes before the answer-or-call choice (required when the template opened it)."""
+    think = Reasoning("<think>", "</think>")
+    lines = tool_call_grammar([PING], "hermes", reasoning=think).splitlines()
+    assert lines[0] == "root ::= think? turn"
+    assert "turn ::= tool-calls | answer tool-calls?" in lines
+    assert 'think ::= "<think>" [^<]* "</think>" [ \\n]*' in lines
+    opened = tool_call_grammar([PING], "hermes", reasoning=Reasoning("<think>", "</think>", starts_open=True))
+    assert opened.splitlines()[0] == "root ::= think turn"
 
 
 def test_tool_choice_restricts_to_one_tool() -> None:
@@ -129,11 +162,11 @@ def test_literal_escaping() -> None:
 
 def test_reasoning_block_may_precede_the_call() -> None:
     """With reasoning markers, an optional <think> block comes first; a template-opened block must be closed."""
-    from tooldispatch.models import Reasoning
-
-    opened = tool_call_grammar([PING], "hermes", reasoning=Reasoning("<think>", "</think>"))
+    opened = tool_call_grammar([PING], "hermes", tool_choice="required", reasoning=Reasoning("<think>", "</think>"))
     assert opened.splitlines()[0] == "root ::= think? tool-calls"
     assert opened.splitlines()[-1] == 'think ::= "<think>" [^<]* "</think>" [ \\n]*'
-    started = tool_call_grammar([PING], "hermes", reasoning=Reasoning("<think>", "</think>", starts_open=True))
+    started = tool_call_grammar(
+        [PING], "hermes", tool_choice="required", reasoning=Reasoning("<think>", "</think>", starts_open=True)
+    )
     assert started.splitlines()[0] == "root ::= think tool-calls"
     assert started.splitlines()[-1] == 'think ::= [^<]* "</think>" [ \\n]*'
