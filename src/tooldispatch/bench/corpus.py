@@ -28,6 +28,8 @@ class Cell:
         quant: the quantization label (``Q4_1``; ``fp8`` for a pinned OpenRouter route).
         parse_mode: ``client`` (raw text parsed by tooldispatch) or ``server`` (the server's ``tool_calls``).
         constrained: decoding constrained to the tool-call grammar.
+        tool_choice: for constrained cells, ``auto`` (the model may answer; a call it starts follows the
+            grammar) or ``required`` (every output is a call).
     """
 
     backend: str
@@ -35,17 +37,25 @@ class Cell:
     quant: str
     parse_mode: str = "client"
     constrained: bool = False
+    tool_choice: str = "auto"
+
+    @property
+    def mode(self) -> str:
+        """``free``, ``constrained`` (tool_choice auto) or ``constrained-required``."""
+        if not self.constrained:
+            return "free"
+        return "constrained" if self.tool_choice == "auto" else f"constrained-{self.tool_choice}"
 
     @property
     def key(self) -> str:
         """A stable text key (``llamacpp|smollm2-135m-instruct@Q4_1|client|free``)."""
-        mode = "constrained" if self.constrained else "free"
-        return f"{self.backend}|{self.model}@{self.quant}|{self.parse_mode}|{mode}"
+        return f"{self.backend}|{self.model}@{self.quant}|{self.parse_mode}|{self.mode}"
 
     @property
     def label(self) -> str:
         """A short label for charts (``smollm2-135m-instruct@Q4_1``, with mode suffixes when not default)."""
-        extra = [m for m in (self.parse_mode if self.parse_mode != "client" else "", "constrained" * self.constrained)]
+        constrained = self.mode.replace("-", ", ") if self.constrained else ""
+        extra = [m for m in (self.parse_mode if self.parse_mode != "client" else "", constrained)]
         suffix = "".join(f" [{e}]" for e in extra if e)
         return f"{self.model}@{self.quant}{suffix}"
 
@@ -54,7 +64,15 @@ class Cell:
         """Parse a ``key`` back into a cell."""
         backend, model_quant, parse_mode, mode = key.split("|")
         model, _, quant = model_quant.rpartition("@")
-        return cls(backend=backend, model=model, quant=quant, parse_mode=parse_mode, constrained=mode == "constrained")
+        constrained, _, choice = mode.partition("-")
+        return cls(
+            backend=backend,
+            model=model,
+            quant=quant,
+            parse_mode=parse_mode,
+            constrained=constrained == "constrained",
+            tool_choice=choice or "auto",
+        )
 
 
 @dataclass(slots=True)

@@ -252,6 +252,7 @@ async def _attempt(
         max_tokens=options.max_tokens,
         temperature=options.temperature,
         seed=seed,
+        tool_choice=target.cell.tool_choice,
         constrained=target.cell.constrained,
         extra=dict(target.request_extra),
     )

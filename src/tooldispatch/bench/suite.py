@@ -41,7 +41,9 @@ class SuiteOptions:
     max_wall_s: float | None = 600.0
 
 
-async def run_task(backend: Backend, task: Any, *, constrained: bool, options: SuiteOptions) -> dict[str, Any]:
+async def run_task(
+    backend: Backend, task: Any, *, constrained: bool, options: SuiteOptions, tool_choice: str = "auto"
+) -> dict[str, Any]:
     """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls)."""
     from tooldispatch.agent import Agent, Budget
     from tooldispatch.dispatch import Dispatcher
@@ -57,6 +59,7 @@ async def run_task(backend: Backend, task: Any, *, constrained: bool, options: S
         budget=Budget(max_turns=options.max_turns, max_wall_s=options.max_wall_s),
         max_tokens=options.max_tokens,
         constrained=constrained,
+        tool_choice=tool_choice,
     )
     run = await agent.arun(task.prompt)
     buckets: Counter[str] = Counter()
@@ -99,7 +102,13 @@ async def run_suite(
                 started = time.monotonic()
                 error: str | None = None
                 try:
-                    result = await run_task(backend, task, constrained=target.cell.constrained, options=options)
+                    result = await run_task(
+                        backend,
+                        task,
+                        constrained=target.cell.constrained,
+                        options=options,
+                        tool_choice=target.cell.tool_choice,
+                    )
                 except BackendError as exc:
                     result, error = {"passed": False}, f"{type(exc).__name__}: {exc}"
                 db.add(_record(target, task, result, time.monotonic() - started, error))
@@ -191,7 +200,7 @@ def render_suite(cells: Sequence[SuiteCell]) -> str:
         marks = ["✓" if c.per_task.get(t) else ("✗" if t in c.per_task else "-") for t in tasks]
         buckets = ", ".join(f"{b}: {n}" for b, n in sorted(c.buckets.items())) or "-"
         parts = c.cell.split("|")
-        label = parts[1] + (", constrained" if parts[-1] == "constrained" else "")
+        label = parts[1] + (", " + parts[-1].replace("-", ", ") if parts[-1] != "free" else "")
         row = [label, c.passed.fmt(), f"{c.mean_turns:.1f}", *marks, buckets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
@@ -200,7 +209,7 @@ def render_suite(cells: Sequence[SuiteCell]) -> str:
 def run_suite_command(
     *,
     models: Sequence[str],
-    constrained: Sequence[bool],
+    constrained: Sequence[str],
     max_tokens: int,
     max_turns: int,
     n_ctx: int,

@@ -22,6 +22,10 @@ OPENROUTER_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
 
 
+CONSTRAINED_MODES = ("off", "on", "required")
+"""``--constrained`` values: free decoding, grammar with tool_choice auto, grammar with every output a call."""
+
+
 @dataclass(frozen=True, slots=True)
 class MatrixSpec:
     """What the user asked to run.
@@ -30,7 +34,8 @@ class MatrixSpec:
         backend: ``llamacpp``, ``openai`` or ``openrouter``.
         models: ``name@QUANT`` specs (llamacpp) or one served model name (openai, openrouter).
         parse_modes: ``client`` and/or ``server`` (server needs an HTTP backend).
-        constrained: constrained decoding off and/or on (llamacpp only).
+        constrained: ``off``, ``on`` (constrained, tool_choice auto) and/or ``required`` (constrained, every
+            output a call); llamacpp only.
         base_url: the server for ``openai``.
         dialect: ``vllm`` or ``llama-server`` for ``openai``.
         quant_label: how an ``openai`` server's weights are labelled in reports (``nvfp4``).
@@ -44,7 +49,7 @@ class MatrixSpec:
     backend: str
     models: Sequence[str]
     parse_modes: Sequence[str] = ("client",)
-    constrained: Sequence[bool] = (False,)
+    constrained: Sequence[str] = ("off",)
     base_url: str = ""
     dialect: str = "vllm"
     quant_label: str = "served"
@@ -81,13 +86,16 @@ def _llamacpp_targets(spec: MatrixSpec) -> list[Target]:
         path = models.resolve(model_spec)
         facts = models.info(path)
         engine_version = _llama_cpp_version()
-        for constrained in spec.constrained:
+        for mode in spec.constrained:
+            if mode not in CONSTRAINED_MODES:
+                raise ConfigError(f"unknown constrained mode {mode!r}; use off, on or required")
             cell = Cell(
                 backend="llamacpp",
                 model=parsed.manifest.id,
                 quant=parsed.quant.name,
                 parse_mode="client",
-                constrained=constrained,
+                constrained=mode != "off",
+                tool_choice="required" if mode == "required" else "auto",
             )
             targets.append(
                 Target(
@@ -150,7 +158,7 @@ def _http_targets(spec: MatrixSpec) -> list[Target]:
         raise ConfigError(
             f"--backend {spec.backend} runs one served model; pass --model NAME (got {list(spec.models)})"
         )
-    if any(spec.constrained):
+    if any(mode != "off" for mode in spec.constrained):
         raise ConfigError("constrained decoding is only measured on the llamacpp backend; drop --constrained on")
     model = spec.models[0]
     routes: list[tuple[str, dict[str, Any] | None]]

@@ -20,13 +20,18 @@ def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _onoff(value: str) -> list[bool]:
-    out = []
-    for v in _split(value):
-        if v not in ("on", "off"):
-            raise typer.BadParameter(f"{v!r}: use on, off or on,off")
-        out.append(v == "on")
-    return out
+def _constrained_modes(value: str) -> list[str]:
+    modes = _split(value)
+    for mode in modes:
+        if mode not in ("off", "on", "required"):
+            raise typer.BadParameter(f"{mode!r}: use off, on or required (or several, comma-separated)")
+    return modes
+
+
+_CONSTRAINED_HELP = (
+    "Grammar-constrained decoding, one cell each: off, on (the model may answer; a call it starts follows "
+    "the grammar), required (every output is a call); comma-separated."
+)
 
 
 def _fail(exc: TooldispatchError) -> None:
@@ -55,7 +60,7 @@ def bfcl(
     provider_quantizations: Annotated[str, typer.Option(help="OpenRouter: one pinned cell per quantization.")] = "",
     provider_only: Annotated[str, typer.Option(help="OpenRouter: provider slugs to allow.")] = "",
     parse_modes: Annotated[str, typer.Option(help="client (raw text parsed here) and/or server.")] = "client",
-    constrained: Annotated[str, typer.Option(help="Grammar-constrained decoding: off, on or off,on.")] = "off",
+    constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     seeds: Annotated[str, typer.Option(help="Sampling seeds; several give pass^k.")] = "0",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per request.")] = 192,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
@@ -87,7 +92,7 @@ def bfcl(
             backend=backend,
             models=_split(models),
             parse_modes=_split(parse_modes),
-            constrained=_onoff(constrained),
+            constrained=_constrained_modes(constrained),
             base_url=base_url,
             dialect=dialect,
             quant_label=quant_label,
@@ -137,7 +142,7 @@ def suite(
     models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = (
         "smollm2-135m-instruct@Q4_1"
     ),
-    constrained: Annotated[str, typer.Option(help="Grammar-constrained decoding: off, on or off,on.")] = "off",
+    constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
     n_ctx: Annotated[int, typer.Option(help="llama.cpp context length.")] = 4096,
@@ -150,7 +155,7 @@ def suite(
     try:
         text = run_suite_command(
             models=_split(models),
-            constrained=_onoff(constrained),
+            constrained=_constrained_modes(constrained),
             max_tokens=max_tokens,
             max_turns=max_turns,
             n_ctx=n_ctx,

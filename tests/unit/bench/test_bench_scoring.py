@@ -130,6 +130,18 @@ def test_cell_key_round_trips_and_labels() -> None:
     assert cell.label == "qwen/qwen3-32b@fp8 [server]"
 
 
+def test_constrained_cells_name_their_tool_choice() -> None:
+    """A constrained cell's key and label say whether every output had to be a call; keys read back."""
+    auto = Cell(backend="llamacpp", model="m", quant="Q4_1", constrained=True)
+    required = Cell(backend="llamacpp", model="m", quant="Q4_1", constrained=True, tool_choice="required")
+    assert (auto.key, required.key) == (
+        "llamacpp|m@Q4_1|client|constrained",
+        "llamacpp|m@Q4_1|client|constrained-required",
+    )
+    assert (auto.label, required.label) == ("m@Q4_1 [constrained]", "m@Q4_1 [constrained, required]")
+    assert (Cell.from_key(auto.key), Cell.from_key(required.key)) == (auto, required)
+
+
 def test_bootstrap_rate_is_seeded_and_brackets_the_value() -> None:
     """The bootstrap interval is the same on every call and contains the observed rate."""
     outcomes = [True] * 30 + [False] * 70

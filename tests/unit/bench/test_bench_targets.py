@@ -34,6 +34,14 @@ def test_openrouter_gets_one_pinned_cell_per_quantization_and_parse_mode() -> No
     }
 
 
+def test_constrained_modes_are_checked_and_refused_on_http_backends() -> None:
+    """An unknown --constrained mode and constrained decoding on a served model are configuration errors."""
+    with pytest.raises(ConfigError, match="unknown constrained mode 'maybe'"):
+        build_targets(MatrixSpec(backend="llamacpp", models=["smollm2-135m-instruct@Q4_1"], constrained=["maybe"]))
+    with pytest.raises(ConfigError, match="only measured on the llamacpp backend"):
+        build_targets(MatrixSpec(backend="openai", models=["m"], base_url="http://x/v1", constrained=["required"]))
+
+
 def test_openai_backend_needs_a_base_url_and_one_model() -> None:
     """--backend openai without --base-url, or with two models, is a configuration error naming the fix."""
     with pytest.raises(ConfigError, match="--base-url"):
