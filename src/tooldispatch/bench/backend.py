@@ -665,6 +665,8 @@ def agent_overhead(
                     max_tokens=max_tokens,
                     budget=Budget(max_turns=max_turns),
                     constrained=constrained,
+                    # Constrained runs measure the loop with a call on every turn.
+                    tool_choice="required" if constrained else "auto",
                 )
                 result = agent.run(task.prompt)
         finally:
