@@ -184,7 +184,7 @@ def quant_differences(by_cell: Mapping[str, Sequence[ScoredOutput]]) -> list[Qua
     groups: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     for key in by_cell:
         c = Cell.from_key(key)
-        groups[(c.backend, c.model, c.parse_mode, str(c.constrained))].append(key)
+        groups[(c.backend, c.model, c.parse_mode, c.mode)].append(key)
     out: list[QuantDifference] = []
     for (_, model, _, _), keys in groups.items():
         reference = keys[0]

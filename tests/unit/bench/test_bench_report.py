@@ -113,6 +113,19 @@ def test_quantization_differences_are_paired(tmp_path: Path) -> None:
     assert round(diff.false_positive["repair"].value, 6) == round(3 / 4 - 1 / 4, 6)
 
 
+def test_differences_compare_quantizations_within_one_decoding_mode() -> None:
+    """Cells of one model in different constrained modes are never set against each other as quantizations."""
+    records = _corpus()
+    for mode in ("constrained", "constrained-required"):
+        for r in _corpus():
+            if r.quant == "Q4_1":
+                r.cell = r.cell.replace("|free", f"|{mode}")
+                r.constrained = True
+                records.append(r)
+    pairs = [(d.a, d.b) for d in summarize(records).differences]
+    assert pairs == [("llamacpp|m@Q4_0|client|free", "llamacpp|m@Q4_1|client|free")]
+
+
 def test_replay_rescores_a_written_corpus_identically(tmp_path: Path) -> None:
     """A corpus written to JSONL and replayed gives the same summary as scoring it in memory."""
     records = _corpus()
