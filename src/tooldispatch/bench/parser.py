@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.repair import repair_call
@@ -196,21 +196,31 @@ def deltas(text: str, step: int = 1) -> list[str]:
     return [text[start : start + step] for start in range(0, len(text), step)]
 
 
-def stream_parse(pieces: Sequence[str], tools: Mapping[str, ToolSpec]) -> int:
-    """Feed the deltas to a ``StreamParser`` as a consumer would; return how many calls it reported."""
-    from tooldispatch.parsing.stream import CallReady, StreamParser
+class _Consumable(Protocol):
+    def feed(self, delta: str) -> Sequence[object]: ...
 
-    parser = StreamParser(tools)
+    def close(self) -> Sequence[object]: ...
+
+
+def _consume(parser: _Consumable, pieces: Sequence[str], counted: type) -> int:
+    """Feed the deltas as a consumer would; return how many events of type ``counted`` came back."""
     feed = parser.feed
     calls = 0
     for piece in pieces:
         for event in feed(piece):
-            if event.__class__ is CallReady:
+            if event.__class__ is counted:
                 calls += 1
     for event in parser.close():
-        if event.__class__ is CallReady:
+        if event.__class__ is counted:
             calls += 1
     return calls
+
+
+def stream_parse(pieces: Sequence[str], tools: Mapping[str, ToolSpec]) -> int:
+    """Feed the deltas to a ``StreamParser`` as a consumer would; return how many calls it reported."""
+    from tooldispatch.parsing.stream import CallReady, StreamParser
+
+    return _consume(StreamParser(tools), pieces, CallReady)
 
 
 class _IdleParser:
@@ -225,17 +235,7 @@ class _IdleParser:
 
 def idle_stream(pieces: Sequence[str]) -> int:
     """Run the consumer loop of :func:`stream_parse` against a parser that does nothing (the floor of any parser)."""
-    parser = _IdleParser()
-    feed = parser.feed
-    calls = 0
-    for piece in pieces:
-        for event in feed(piece):
-            if event.__class__ is _IdleParser:
-                calls += 1
-    for event in parser.close():
-        if event.__class__ is _IdleParser:
-            calls += 1
-    return calls
+    return _consume(_IdleParser(), pieces, _IdleParser)
 
 
 # -- scoring -----------------------------------------------------------------------------------------
