@@ -65,9 +65,6 @@ _IDS = tuple(f"call_{i}" for i in range(64))
 _OPEN_LEN, _CLOSE_LEN = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
 _checks: dict[str, tuple[ToolSpec, Check]] = {}
 
-Found = tuple[int, int, str, dict[str, Any], bool]
-"""One call read by the lane: start, end, name, arguments, and whether they were written as a string."""
-
 
 def strict_outcome(
     text: str, tools: Mapping[str, Any], bare_json: bool = True, reasoning_open: bool = False
@@ -298,7 +295,8 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
     pos = _skip_ws(text, opening + 1)
     if pos - opening > _LIST_GAP_MAX:
         return None
-    found: list[Found] = []
+    calls: list[ToolCall] = []
+    candidates: list[Candidate] = []
     start = opening
     while True:
         if text[pos : pos + 1] != "{":
@@ -312,14 +310,21 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
             return None
         after = _skip_ws(text, end)
         mark = text[after : after + 1]
-        if mark == ",":
-            found.append((start, end, call[0], call[1], False))
-            start, pos = end, _skip_ws(text, after + 1)
-        elif mark == "]" and not text[after + 1 :].strip(_JSON_WS):
-            found.append((start, after + 1, call[0], call[1], False))
-            return _outcome(text, found, "json", "", "", _NO_FLAGS, stage="fallback")
-        else:
+        last = mark == "]" and not text[after + 1 :].strip(_JSON_WS)
+        if mark != "," and not last:
             return None
+        stop = after + 1 if last else end
+        name, arguments = call
+        ident = _IDS[len(calls)] if len(calls) < 64 else f"call_{len(calls)}"
+        candidates.append(
+            Candidate(
+                text[start:stop], (start, stop), "json", "fallback", "ok_fallback", name, arguments, (), None, _NO_FLAGS
+            )
+        )
+        calls.append(ToolCall(name, arguments, "ok_fallback", "fallback", _NO_FLAGS, (), ident, "json"))
+        if last:
+            return ParseOutcome(tuple(calls), "", "", tuple(candidates), "fallback", _NO_FLAGS)
+        start, pos = end, _skip_ws(text, after + 1)
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -425,36 +430,3 @@ def _decode_string(text: str) -> Any:
     except (ValueError, StopIteration, RecursionError):
         return None
     return obj if end == len(value) else None
-
-
-def _outcome(
-    text: str,
-    found: list[Found],
-    fmt: str,
-    content: str,
-    reasoning: str,
-    flags: frozenset[str],
-    *,
-    stage: Stage = "strict",
-) -> ParseOutcome:
-    """The outcome of calls accepted as written (``stage`` says where the cascade finds them)."""
-    if not found:
-        return ParseOutcome((), content, reasoning, (), "none", _NO_CALL)
-    calls: list[ToolCall] = []
-    candidates: list[Candidate] = []
-    deepest = stage
-    bucket: Bucket = "ok_strict" if stage == "strict" else "ok_fallback"
-    for i, (begin, end, name, arguments, as_string) in enumerate(found):
-        ident = _IDS[i] if i < 64 else f"call_{i}"
-        if as_string:
-            found_stage, found_bucket, repairs = _AS_WRITTEN[True]
-            deepest = "fallback"
-        else:
-            found_stage, found_bucket, repairs = stage, bucket, ()
-        candidates.append(
-            Candidate(
-                text[begin:end], (begin, end), fmt, found_stage, found_bucket, name, arguments, repairs, None, flags
-            )
-        )
-        calls.append(ToolCall(name, arguments, found_bucket, found_stage, flags, repairs, ident, fmt))
-    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), deepest, flags)
