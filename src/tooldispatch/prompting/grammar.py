@@ -7,8 +7,9 @@ optionally followed by the call, so the grammar binds only once a call starts, a
 for ``auto`` with its lazy grammars. A call names one of the offered tools, with arguments that follow that
 tool's schema: required keys first in declared order, then optional keys in declared order, each optional;
 ``enum`` and ``const`` values as literals; strings, numbers, integers, booleans, null, arrays (typed by
-``items``) and nested objects. Anything the generator does not model (``$ref``, ``pattern``, free-form objects) falls back to
-a generic JSON value. Separators are fixed (``", "`` and ``": "``), so output looks like ``json.dumps``.
+``items``) and nested objects. Anything the generator does not model (``$ref``, ``pattern``, free-form
+objects) falls back to a generic JSON value. Separators are fixed (``", "`` and ``": "``), so output looks
+like ``json.dumps``.
 """
 
 from __future__ import annotations
