@@ -64,6 +64,7 @@ _AS_WRITTEN: dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]] = {
 _IDS = tuple(f"call_{i}" for i in range(64))
 _OPEN_LEN, _CLOSE_LEN = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
 _checks: dict[str, tuple[ToolSpec, Check]] = {}
+_MISSING = object()
 
 
 def strict_outcome(
@@ -365,17 +366,16 @@ def _read_object(payload: str, tools: Mapping[str, Any], hermes: bool) -> tuple[
         obj, end = _scan(value, 0)  # an object, since the value starts with "{"
     except (ValueError, StopIteration, RecursionError):
         return None
-    if end != len(value) or "function" in obj:
+    if end != len(value):
         return None
-    if hermes:
-        if "parameters" in obj or "args" in obj:
-            return None
-        arguments = obj.get("arguments")
-    elif "arguments" in obj:
-        arguments = obj["arguments"]
-    else:
-        arguments = obj.get("parameters")
     name = obj.get("name")
+    arguments = obj.get("arguments", _MISSING)
+    if len(obj) != 2 or arguments is _MISSING:
+        # Any other key set: what the formats' readers do with "function", "parameters" and "args".
+        if "function" in obj or (hermes and ("parameters" in obj or "args" in obj)):
+            return None
+        if arguments is _MISSING:
+            arguments = None if hermes else obj.get("parameters")
     as_string = type(arguments) is str
     if as_string:
         arguments = _decode_string(arguments)
