@@ -191,27 +191,6 @@ def _blocks(
             return None
         return (), (), around.strip(), "strict"
     find = text.find if stop - start < SHORT else functools.partial(find_marker, text)
-    body = begin + _OPEN_LEN
-    close = find(TOOL_CALL_CLOSE, body, stop)
-    if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
-        return None
-    end = close + _CLOSE_LEN
-    if find(TOOL_CALL_OPEN, end, stop) < 0:
-        # One block, the most common output: read without the lists of the loop below.
-        head, tail = text[start:begin], text[end:stop]
-        if (head and not head.isspace() and _anchor(head)) or (tail and not tail.isspace() and _anchor(tail)):
-            return None
-        call = _read_object(text[body:close], tools, True)
-        if call is None:
-            return None
-        name, arguments, as_string = call
-        stage, bucket, repairs = _AS_WRITTEN[as_string]
-        return (
-            (ToolCall(name, arguments, bucket, stage, flags, repairs, "call_0", HERMES),),
-            (Candidate(text[begin:end], (begin, end), HERMES, stage, bucket, name, arguments, repairs, None, flags),),
-            (head + tail).strip(),
-            stage,
-        )
     calls: list[ToolCall] = []
     candidates: list[Candidate] = []
     deepest: Stage = "strict"
