@@ -368,3 +368,11 @@ def test_misspelled_wrapper_tag_is_a_wrapper_repair() -> None:
     assert _summary(out) == [("get_weather", {"city": "Paris"}, "ok_fallback", "tag:json")]
     repairs = [(r.kind, r.before) for r in out.calls[0].repairs]
     assert repairs == [("wrapper", "wrapper_tag"), ("wrapper", "unclosed_tag")]
+
+
+def test_unclosed_gemma_fence_before_a_hermes_block_does_not_hide_it() -> None:
+    """Prose that opens a tool_code fence right before a valid hermes block still yields the hermes call."""
+    block = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    out = parse_tool_calls("```tool_code" + block, TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Oslo"}, "ok_strict", "hermes")]
+    assert out.content == "```tool_code"

@@ -198,6 +198,14 @@ def test_gemma_negatives() -> None:
     assert [(c.name, c.decode_error) for c in found] == [("x", "not a Python call")]
 
 
+def test_gemma_fence_that_names_no_call_is_left_to_other_formats() -> None:
+    """A tool_code fence whose body starts with no name (here a hermes tag) is not claimed; the block is found."""
+    block = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    assert gemma.find("```tool_code" + block) == []
+    assert gemma.find("```tool_code\n" + block + "\n```") == []
+    assert [c.name for c in hermes.find("```tool_code" + block)] == ["get_weather"]
+
+
 def test_llama3_several_python_tags() -> None:
     """Each <|python_tag|> payload is read, so calls emitted one after another all count."""
     text = '<|python_tag|>{"name": "a", "parameters": {}}<|eom_id|><|python_tag|>{"name": "b", "parameters": {}}'

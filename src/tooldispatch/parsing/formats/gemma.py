@@ -48,12 +48,17 @@ def find(text: str) -> list[RawCall]:
         calls = pythonic.parse_python_calls(body)
         if calls is None:
             start = first + 1 if text[first] == "[" else first
+            name = match_name(text, skip_ws(text, start, body_end))
+            if name is None:
+                # Nothing here names a call (a tag of another format, prose): leave the text to the other finders.
+                pos = body_start
+                continue
             out.append(
                 make_call(
                     text,
                     span,
                     FORMAT,
-                    match_name(text, skip_ws(text, start, body_end)),
+                    name,
                     arguments_text=body,
                     decode_error="not a Python call",
                     fixes=fixes,
