@@ -7,6 +7,8 @@ Three dialects are recognised:
   first ``</think>`` is reasoning. A ``</think>`` with no opener before it means the same thing. An
   opener that is never closed makes the rest of the text reasoning.
 * ``[THINK]…[/THINK]`` (Magistral), with the same rules.
+  A marker inside a closed ``<tool_call>…</tool_call>`` block is part of the call (a string argument that
+  mentions it), not a reasoning boundary.
 * gpt-oss harmony channels: ``<|channel|>analysis<|message|>…<|end|>`` is reasoning,
   ``<|channel|>final<|message|>…`` is content. A message addressed to a recipient
   (``to=functions.x``) is left whole in the content so that the harmony finder can read the call.
@@ -18,12 +20,14 @@ everything else is blanked out with spaces.
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from tooldispatch.parsing._markers import scan_markers
-from tooldispatch.parsing.formats._common import NextFinder
+from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, NextFinder
 
 SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
@@ -119,22 +123,55 @@ def _refine(segments: list[Segment], split: _Splitter) -> list[Segment]:
 
 
 def _tag_splitter(text: str, open_tag: str, close_tag: str, reasoning_open: bool) -> _Splitter:
+    calls = _call_blocks(text)
+    find: Callable[[str, int, int], int] = functools.partial(_find_outside, text, spans=calls) if calls else text.find
+
     def split(start: int, end: int, first: bool) -> list[Segment]:
-        return _split_tags(text, start, end, open_tag, close_tag, first and reasoning_open)
+        return _split_tags(text, start, end, open_tag, close_tag, first and reasoning_open, find)
 
     return split
 
 
-def _split_tags(text: str, start: int, end: int, open_tag: str, close_tag: str, opened: bool) -> list[Segment]:
+def _call_blocks(text: str) -> list[tuple[int, int]]:
+    """The spans of closed ``<tool_call>…</tool_call>`` blocks, whose contents hold no reasoning marker."""
+    spans: list[tuple[int, int]] = []
+    begin = text.find(TOOL_CALL_OPEN)
+    while begin >= 0:
+        close = text.find(TOOL_CALL_CLOSE, begin + len(TOOL_CALL_OPEN))
+        if close < 0:
+            break
+        spans.append((begin, close + len(TOOL_CALL_CLOSE)))
+        begin = text.find(TOOL_CALL_OPEN, close + len(TOOL_CALL_CLOSE))
+    return spans
+
+
+def _find_outside(text: str, tag: str, pos: int, end: int, spans: list[tuple[int, int]]) -> int:
+    """``text.find(tag, pos, end)``, skipping occurrences inside ``spans`` (sorted, non-overlapping)."""
+    i = bisect.bisect_right(spans, (pos, len(text) + 1)) - 1
+    while True:
+        found = text.find(tag, pos, end)
+        if found < 0:
+            return -1
+        while i + 1 < len(spans) and spans[i + 1][0] <= found:
+            i += 1
+        if i >= 0 and spans[i][0] <= found < spans[i][1]:
+            pos = spans[i][1]
+            continue
+        return found
+
+
+def _split_tags(
+    text: str, start: int, end: int, open_tag: str, close_tag: str, opened: bool, find: Callable[[str, int, int], int]
+) -> list[Segment]:
     out: list[Segment] = []
     pos = start
-    first_close = text.find(close_tag, pos, end)
-    first_open = text.find(open_tag, pos, end)
+    first_close = find(close_tag, pos, end)
+    first_open = find(open_tag, pos, end)
     if opened and first_close < 0 and first_open < 0:
         # Another dialect may close the opened block; leave the decision to the caller.
         return [(start, end, "content")]
     if first_close >= 0 and (opened or first_open < 0 or first_close < first_open):
-        lead = text.find(open_tag, pos, first_close)
+        lead = find(open_tag, pos, first_close)
         if lead >= 0 and not text[pos:lead].strip():
             out.append((pos, lead, "content"))
             out.append((lead, lead + len(open_tag), "hidden"))
@@ -143,14 +180,14 @@ def _split_tags(text: str, start: int, end: int, open_tag: str, close_tag: str, 
         out.append((first_close, first_close + len(close_tag), "hidden"))
         pos = first_close + len(close_tag)
     while pos < end:
-        o = text.find(open_tag, pos, end)
+        o = find(open_tag, pos, end)
         if o < 0:
             out.append((pos, end, "content"))
             break
         out.append((pos, o, "content"))
         body = o + len(open_tag)
         out.append((o, body, "hidden"))
-        c = text.find(close_tag, body, end)
+        c = find(close_tag, body, end)
         if c < 0:
             out.append((body, end, "reasoning"))
             break

@@ -84,3 +84,18 @@ def test_multiple_think_blocks_are_joined() -> None:
     """Several think blocks are joined line by line."""
     split = split_reasoning("<think>a</think>x<think>b</think>y")
     assert (split.reasoning, split.content) == ("a\nb", "xy")
+
+
+def test_markers_inside_a_closed_tool_call_block_are_not_boundaries() -> None:
+    """A reasoning marker written inside a call's arguments is text of the call, not the start of reasoning."""
+    for marker in ("[THINK]", "<think>", "</think>", "[/THINK]"):
+        text = f'<tool_call>{{"name": "f", "arguments": {{"q": "{marker}"}}}}</tool_call>'
+        split = split_reasoning(text)
+        assert (split.content, split.reasoning) == (text, ""), marker
+
+
+def test_a_call_written_inside_a_think_block_stays_reasoning() -> None:
+    """Markers outside the call still split: a call inside <think>…</think> is reasoning."""
+    call = '<tool_call>{"name": "f", "arguments": {"q": "[THINK]"}}</tool_call>'
+    split = split_reasoning(f"<think>plan {call}</think>done")
+    assert (split.reasoning, split.content) == (f"plan {call}", "done")
