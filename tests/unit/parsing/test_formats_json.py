@@ -198,6 +198,14 @@ def test_gemma_negatives() -> None:
     assert [(c.name, c.decode_error) for c in found] == [("x", "not a Python call")]
 
 
+def test_hermes_opener_inside_a_string_does_not_end_the_block() -> None:
+    """A string argument holding "<tool_call>" stays in its call; a real unclosed block still ends at the next one."""
+    text = '<tool_call>{"name": "f", "arguments": {"q": "<tool_call>", "n": 1}}</tool_call>'
+    assert _calls(hermes.find(text)) == [("f", {"q": "<tool_call>", "n": 1}, "hermes", "strict")]
+    cut = '<tool_call>{"name": "f", "arguments": {"q": "a"<tool_call>{"name": "g", "arguments": {}}</tool_call>'
+    assert [(c.name, c.lenient) for c in hermes.find(cut)] == [("f", ("unclosed_tag", "missing_closer")), ("g", ())]
+
+
 def test_gemma_fence_that_names_no_call_is_left_to_other_formats() -> None:
     """A tool_code fence whose body starts with no name (here a hermes tag) is not claimed; the block is found."""
     block = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'

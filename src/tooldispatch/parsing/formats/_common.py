@@ -398,11 +398,13 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
     """Yield every ``open_tag … close_tag`` block, in order, in linear time.
 
     A block whose closer is missing ends where the next opener starts (``closed=False``) or at the end
-    of the text (``at_end=True``).
+    of the text (``at_end=True``). An opener inside a JSON string of the body (the body up to the closer
+    is strict JSON) does not end the block.
     """
     pos = 0
     n = len(text)
     closes = NextFinder(text, close_tag)
+    tried = -1  # the closer whose preceding body was already tried as JSON: each is tried once (linear)
     while True:
         o = text.find(open_tag, pos)
         if o < 0:
@@ -410,7 +412,11 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
         body = o + len(open_tag)
         c = closes.find(body)
         nxt = text.find(open_tag, body)
-        if c >= 0 and (nxt < 0 or c < nxt):
+        nested = 0 <= nxt < c
+        if nested and c != tried:
+            tried = c
+            nested = not _strict_json(text[body:c])
+        if c >= 0 and (nxt < 0 or c < nxt or not nested):
             yield Block(o, body, c, c + len(close_tag), closed=True, at_end=False)
             pos = c + len(close_tag)
         elif nxt >= 0:
@@ -419,6 +425,17 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
         else:
             yield Block(o, body, n, n, closed=False, at_end=True)
             return
+
+
+def _strict_json(body: str) -> bool:
+    """Whether ``body`` is one strict JSON object or array."""
+    if not body.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def extend_to_wrapper(text: str, start: int, end: int, open_tag: str, close_tag: str) -> tuple[int, int]:
