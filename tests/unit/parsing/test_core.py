@@ -376,3 +376,20 @@ def test_unclosed_gemma_fence_before_a_hermes_block_does_not_hide_it() -> None:
     out = parse_tool_calls("```tool_code" + block, TOOLS)
     assert _summary(out) == [("get_weather", {"city": "Oslo"}, "ok_strict", "hermes")]
     assert out.content == "```tool_code"
+
+
+@pytest.mark.parametrize("prefix", ["[A(", "[A(x=1, ", '[A("', "[get_time(x"])
+def test_unreadable_cut_off_python_list_does_not_hide_a_hermes_block(prefix: str) -> None:
+    """A ``[f(`` list never closed yields to the valid hermes block after it; the list start is content."""
+    block = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    out = parse_tool_calls(prefix + block, TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Oslo"}, "ok_strict", "hermes")]
+    assert [(c.format, c.bucket) for c in out.candidates] == [("hermes", "ok_strict")]
+    assert out.content == prefix.strip()
+
+
+def test_cut_off_python_list_alone_stays_truncated() -> None:
+    """With no readable call inside it, a list cut off at the end is one Truncated candidate."""
+    out = parse_tool_calls('[get_weather(city="Par', TOOLS, finish_reason="length")
+    assert out.calls == ()
+    assert [(c.format, c.bucket, c.name) for c in out.candidates] == [("pythonic", "Truncated", "get_weather")]

@@ -110,7 +110,9 @@ def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | 
 
     Echoed tool declarations (arguments that are a JSON Schema) are dropped. Where two formats claim
     overlapping text, the find that starts first (then the longer one, then the
-    format listed first in ``FORMATS``) wins; finds of one format never conflict with each other.
+    format listed first in ``FORMATS``) wins; finds of one format never conflict with each other. One
+    exception keeps a bad block from dropping good ones: a call cut off at the end of the text whose
+    arguments could not be read (``[f(`` never closed) yields to readable calls of other formats inside it.
     """
     selected = select_formats(text, tool_format, markers)
     if not selected:
@@ -126,6 +128,7 @@ def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | 
     if len(selected) == 1:
         # One finder: its finds are already in text order and never conflict.
         return [t[3] for t in found]
+    found = _without_broken_cutoffs(found)
     found.sort(key=lambda t: (t[0], t[1], t[2]))
     kept: list[RawCall] = []
     owner: tuple[int, tuple[int, int]] | None = None
@@ -140,3 +143,20 @@ def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | 
             kept.append(call)
             last_end = max(last_end, end)
     return kept
+
+
+_Find = tuple[int, int, int, RawCall]
+
+
+def _without_broken_cutoffs(found: list[_Find]) -> list[_Find]:
+    """Drop each unreadable call cut off at the end that holds a readable call of another format."""
+    broken = [t for t in found if t[3].truncated and t[3].decode_error is not None]
+    if not broken:
+        return found
+    readable = [t for t in found if t[3].decode_error is None]
+    dropped: set[int] = set()
+    for start, neg_end, rank, call in broken:
+        end = -neg_end
+        if any(start <= s and -e <= end and r != rank for s, e, r, _ in readable):
+            dropped.add(id(call))
+    return [t for t in found if id(t[3]) not in dropped] if dropped else found
