@@ -112,17 +112,20 @@ def strict_outcome(
     return ParseOutcome(found[0], found[2], "", found[1], found[3], _NO_FLAGS)  # a block was read: calls exist
 
 
-def _one_block(text: str, begin: int, tools: Mapping[str, Any]) -> ParseOutcome | None:
-    """What :func:`_blocks` reads for a text with one ``<tool_call>`` (at ``begin``), without its generality.
+def _one_block(
+    text: str, begin: int, tools: Mapping[str, Any], start: int = 0, reasoning: str = ""
+) -> ParseOutcome | None:
+    """What :func:`_blocks` reads for ``text[start:]`` with one ``<tool_call>`` (at ``begin``), without its generality.
 
-    One block in prose is the most common output; ``None`` when the lane does not read the text.
+    One block in prose (after a think block or not) is the most common output; ``reasoning`` is the
+    think block's text. ``None`` when the lane does not read the text.
     """
     body = begin + _OPEN_LEN
     close = text.find(TOOL_CALL_CLOSE, body)
     if close < 0:
         return None
     end = close + _CLOSE_LEN
-    head, tail = text[:begin], text[end:]
+    head, tail = text[start:begin], text[end:]
     if (head and not head.isspace() and _anchor(head)) or (tail and not tail.isspace() and _anchor(tail)):
         return None
     call = _read_object(text[body:close], tools, True)
@@ -133,7 +136,7 @@ def _one_block(text: str, begin: int, tools: Mapping[str, Any]) -> ParseOutcome 
     return ParseOutcome(
         (ToolCall(name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", HERMES),),
         (head + tail).strip(),
-        "",
+        reasoning,
         (Candidate(text[begin:end], (begin, end), HERMES, stage, bucket, name, arguments, repairs, None, _NO_FLAGS),),
         stage,
         _NO_FLAGS,
@@ -161,7 +164,10 @@ def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> P
     reasoning = text[body:close].strip()
     if reasoning_open and not reasoning:
         return None  # a prompt-opened block closed at once leaves no reasoning segment: the cascade decides
-    outside = _blocks(text, find(TOOL_CALL_OPEN, start), start, len(text), tools, _NO_FLAGS)
+    begin = find(TOOL_CALL_OPEN, start)
+    if short and begin >= 0 and text.find(TOOL_CALL_OPEN, begin + _OPEN_LEN) < 0:
+        return _one_block(text, begin, tools, start, reasoning)
+    outside = _blocks(text, begin, start, len(text), tools, _NO_FLAGS)
     if outside is None:
         return None
     if outside[0]:
