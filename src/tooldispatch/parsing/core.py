@@ -19,6 +19,7 @@ from tooldispatch.parsing.formats._common import (
     FIX_FENCE,
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
+    TOOL_CALL_OPEN,
     is_schema_echo,
     missing_closers,
 )
@@ -179,9 +180,14 @@ def parse_block(
     accepts such outcomes as parts of a longer text.
     """
     if tool_format in _TAG_ONLY_FORMATS and not contains(text, "think>"):
+        _check_repair(repair)
+        if TOOL_CALL_OPEN in text:
+            # With a block in the text, the strict lane answers only by reading hermes blocks in plain text.
+            quick = strict_outcome(text, specs, tool_format == "auto")
+            if quick is not None:
+                return quick, True
         found = find_only_tool_call_tags(text)
         if found is not None:
-            _check_repair(repair)
             return _outcome((), found[0], (), found[1], "", specs, repair, None), True
     return parse_tool_calls(text, specs, tool_format=tool_format, repair=repair), False
 

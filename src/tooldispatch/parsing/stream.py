@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 
 import regex
@@ -130,6 +131,26 @@ _LITERAL_OPENERS = ("<tool_call>", "<think>")
 _OPENER_PREFIXES = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in range(1, len(lit)))
 _LITERAL_CLOSERS = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
 _HOLD = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
+_NEWLINE = frozenset("\n")
+
+
+class _Anything:
+    """The stop set of a state that gathers nothing: it holds every character."""
+
+    __slots__ = ()
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_ANYTHING = _Anything()
+# For a held text that is a strict prefix of a literal opener, the characters that keep it one.
+_OPENER_NEXT = {
+    prefix: "".join(
+        sorted(lit[len(prefix)] for lit in _LITERAL_OPENERS if lit.startswith(prefix) and len(lit) > len(prefix) + 1)
+    )
+    for prefix in _OPENER_PREFIXES
+}
 _TRAILING_WORD = re.compile(r"(?<![\w.])[\w.\-]+\Z")
 
 
@@ -201,7 +222,12 @@ class StreamParser:
         # One-character deltas of plain text are gathered in ``_hold`` and given out together (added to ``_chunks``
         # then); ``_quiet`` is the set of characters that end the gathering in the current mode (None: no gathering).
         self._hold: list[str] = []
-        self._quiet: frozenset[str] | None = _REASONING_STOPS if reasoning_open else self._content_stops
+        self._quiet: frozenset[str] | None = None
+        # What :meth:`feed` checks first: ``_stops`` is ``_quiet`` plus the newline (every character when
+        # nothing is gathered); ``_next`` holds the characters that keep a held literal prefix one.
+        self._stops: Container[str] = _ANYTHING
+        self._next = ""
+        self._set_quiet(_REASONING_STOPS if reasoning_open else self._content_stops)
 
     @property
     def outcome(self) -> ParseOutcome | None:
@@ -214,6 +240,24 @@ class StreamParser:
         Raises:
             RuntimeError: the parser was already closed.
         """
+        if len(delta) == 1:
+            if delta not in self._stops:
+                # One character that changes nothing: gather it instead of one event (or one scan) per character.
+                hold = self._hold
+                hold.append(delta)
+                if len(hold) < _HOLD:
+                    return []
+                return self._flush()
+            if delta in self._next:
+                # Still a strict prefix of ``<tool_call>``, ``<think>`` or the reasoning's closer: nothing resolves yet.
+                self._pending += delta
+                self._chunks.append(delta)
+                self._next = self._next_chars()
+                return []
+        return self._feed(delta)
+
+    def _feed(self, delta: str) -> list[StreamEvent]:
+        """:meth:`feed` for every delta its two quick checks do not settle."""
         quiet = self._quiet
         if quiet is not None and len(delta) == 1:
             if delta not in quiet or (
@@ -230,11 +274,6 @@ class StreamParser:
             if quiet is _BRACKET_CHARS and self._extend_balanced(delta):
                 self._chunks.append(delta)
                 return []
-        elif self._pending and len(delta) == 1 and self._grows_literal(self._pending + delta):
-            # Still a strict prefix of ``<tool_call>``, ``<think>`` or the reasoning's closer: nothing resolves yet.
-            self._pending += delta
-            self._chunks.append(delta)
-            return []
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
@@ -264,17 +303,27 @@ class StreamParser:
                 text = self._reasoning(text)
             else:
                 text = self._segment(text)
-        self._quiet = self._gather_stops()
+        self._set_quiet(self._gather_stops())
         return self._events
 
-    def _grows_literal(self, text: str) -> bool:
-        """True when held ``text`` is a strict prefix of a literal marker, which :meth:`feed` would hold as it is."""
+    def _set_quiet(self, quiet: frozenset[str] | None) -> None:
+        """Set the characters that end the gathering, and what :meth:`feed` checks first."""
+        self._quiet = quiet
+        self._stops = _ANYTHING if quiet is None else quiet | _NEWLINE
+        self._next = self._next_chars()
+
+    def _next_chars(self) -> str:
+        """The characters that keep the held text a strict prefix of a literal marker (``""`` when none)."""
+        pending = self._pending
+        if not pending:
+            return ""
         if self._mode == _CONTENT:
-            return text in _OPENER_PREFIXES
+            return _OPENER_NEXT.get(pending, "")
         literal = self._closer_literal
         if self._mode != _REASONING or literal is None:
-            return False
-        return len(text) < len(literal) and literal.startswith(text)
+            return ""
+        size = len(pending)
+        return literal[size] if size + 1 < len(literal) and literal.startswith(pending) else ""
 
     def _gather_stops(self) -> frozenset[str] | None:
         """The characters that cannot be gathered in the current state (``None``: gather nothing)."""
@@ -345,7 +394,7 @@ class StreamParser:
         if self._mode == _CLOSED:
             return []
         self._events = self._flush() if self._hold else []
-        self._quiet = None
+        self._set_quiet(None)
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
             self._finish_segment("".join(self._seg), finish_reason, report_calls=False)

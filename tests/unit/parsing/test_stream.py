@@ -300,3 +300,18 @@ def test_a_broken_closer_prefix_in_reasoning_is_given_back_as_reasoning() -> Non
         "ReasoningEnded",
     ]
     assert parser.close() == []
+
+
+def test_one_character_marker_prefixes_are_held_and_given_back_exactly() -> None:
+    """Held '<to' and '<think' prefixes grow one character at a time; a prefix that breaks off is content."""
+    parser = StreamParser(TOOLS)
+    events = [event for ch in "a <tox> <think>r</think>b" for event in parser.feed(ch)]
+    assert [e if not isinstance(e, ReasoningEnded) else "ended" for e in events] == [
+        ContentText("a "),
+        ContentText("<tox>"),
+        ContentText(" "),
+        ReasoningText("r"),
+        "ended",
+    ]
+    assert parser.close() == [ContentText("b")]
+    assert parser.outcome == parse_tool_calls("a <tox> <think>r</think>b", TOOLS)
