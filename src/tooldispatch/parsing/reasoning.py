@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tooldispatch.parsing._markers import scan_markers
-from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, NextFinder
+from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, NextFinder, iter_blocks
 
 SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
@@ -133,16 +133,12 @@ def _tag_splitter(text: str, open_tag: str, close_tag: str, reasoning_open: bool
 
 
 def _call_blocks(text: str) -> list[tuple[int, int]]:
-    """The spans of closed ``<tool_call>…</tool_call>`` blocks, whose contents hold no reasoning marker."""
-    spans: list[tuple[int, int]] = []
-    begin = text.find(TOOL_CALL_OPEN)
-    while begin >= 0:
-        close = text.find(TOOL_CALL_CLOSE, begin + len(TOOL_CALL_OPEN))
-        if close < 0:
-            break
-        spans.append((begin, close + len(TOOL_CALL_CLOSE)))
-        begin = text.find(TOOL_CALL_OPEN, close + len(TOOL_CALL_CLOSE))
-    return spans
+    """The spans of closed ``<tool_call>…</tool_call>`` blocks, whose contents hold no reasoning marker.
+
+    Blocks are read as the hermes reader reads them: one whose closer comes after the next opener is not
+    closed (unless that opener is inside its JSON), so its text can hold a reasoning boundary.
+    """
+    return [(b.start, b.end) for b in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if b.closed]
 
 
 def _find_outside(text: str, tag: str, pos: int, end: int, spans: list[tuple[int, int]]) -> int:

@@ -117,6 +117,8 @@ EDGES = [
     '[{"name": "get_weathr", "arguments": {"city": "A"}}]',
     '[{"name": "get_weather", "arguments": "{\\"city\\": \\"A\\"}"}]',
     '[{"name": "get_weather", "arguments": {"city": "A"}}; {"name": "get_weather", "arguments": {"city": "B"}}]',
+    f"Checking.\n<tool_call>\n{CALL}The user wants Cairo.\n</think>\n\n<tool_call>\n{CALL}\n</tool_call>",
+    f"<tool_call>{CALL}</think><tool_call>{CALL}</tool_call>",
 ]
 
 
