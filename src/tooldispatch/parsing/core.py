@@ -327,12 +327,22 @@ def _check_repair(repair: RepairSpec) -> None:
 
 
 def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str]) -> list[RawCall]:
-    """Strict finders, then the fallback on what they left, in text order."""
+    """Strict finders, then the fallback on what they left, in text order.
+
+    As in the strict stage, an unreadable call cut off at the end (``[f(`` never closed) yields to a
+    complete call the fallback reads inside it.
+    """
     if view.isspace() or not view:
         return []
     strict = find_strict(view, tool_format, for_view(markers, view))
     try:
         fallback = find_fallback(view, specs, exclude=[raw.span for raw in strict])
+        for broken in [raw for raw in strict if raw.truncated and raw.decode_error is not None]:
+            start, end = broken.span
+            inner = find_fallback(view, specs, exclude=[(0, start), (end, len(view))])
+            if any(raw.decode_error is None and not raw.truncated for raw in inner):
+                strict.remove(broken)
+                fallback.extend(inner)
     except (RecursionError, TimeoutError):
         fallback = []
     return sorted([*strict, *fallback], key=lambda raw: raw.span)

@@ -393,3 +393,14 @@ def test_cut_off_python_list_alone_stays_truncated() -> None:
     out = parse_tool_calls('[get_weather(city="Par', TOOLS, finish_reason="length")
     assert out.calls == ()
     assert [(c.format, c.bucket, c.name) for c in out.candidates] == [("pythonic", "Truncated", "get_weather")]
+
+
+def test_unreadable_cut_off_python_list_does_not_hide_a_call_the_fallback_reads() -> None:
+    """A block the strict reader leaves to the fallback (a value that looks like a placeholder) is found too."""
+    block = '<tool_call>{"name": "get_weather", "arguments": {"city": "<function-name>", "days": 2}}</tool_call>'
+    alone = parse_tool_calls(block, TOOLS)
+    out = parse_tool_calls("[A(" + block, TOOLS)
+    assert _summary(alone) == [("get_weather", {"city": "<function-name>", "days": 2}, "ok_fallback", "tag:json")]
+    assert _summary(out) == _summary(alone)
+    assert [(c.format, c.bucket, c.span) for c in out.candidates] == [("tag:json", "ok_fallback", (3, 3 + len(block)))]
+    assert out.content == "[A("
