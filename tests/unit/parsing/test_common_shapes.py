@@ -242,12 +242,38 @@ _PIECES = [
 @given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans(), st.sampled_from([TOOLS, SPECS]))
 def test_any_mix_of_pieces_equals_full_cascade(text: str, reasoning_open: bool, tools: Any) -> None:
     """For any mix of tags, calls, reasoning markers and prose, the shortcuts change nothing in the outcome."""
-    quick = parse_tool_calls(text, tools, reasoning_open=reasoning_open)
+    assert parse_tool_calls(text, tools, reasoning_open=reasoning_open) == _cascade_only(
+        text, tools, reasoning_open=reasoning_open
+    )
+
+
+def _cascade_only(text: str, tools: Any, **kwargs: Any) -> ParseOutcome:
+    """``parse_tool_calls`` with both shortcuts off (hypothesis tests cannot take the monkeypatch fixture)."""
     original, lane = core._find_common, core.strict_outcome
     core._find_common = lambda *args: None
     core.strict_outcome = lambda *args, **kwargs: None
     try:
-        full = parse_tool_calls(text, tools, reasoning_open=reasoning_open)
+        return parse_tool_calls(text, tools, **kwargs)
     finally:
         core._find_common, core.strict_outcome = original, lane
-    assert quick == full
+
+
+_RECORDS = [r for r in load_corpus(CORPUS) if r.tools_ref == "weather"]
+_JUNK = ["[A(", "{", "}", "<tool_call>", "</tool_call>", "```", "</think>", "<think>", "[TOOL_CALLS]", "\n", "(", '"']
+_FRAGMENTS = st.one_of(
+    st.sampled_from([r.text for r in _RECORDS]),
+    st.sampled_from(_JUNK),
+    st.tuples(st.sampled_from([r.text for r in _RECORDS]), st.integers(0, 300), st.integers(0, 300)).map(
+        lambda t: t[0][min(t[1], t[2]) : max(t[1], t[2])]
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_FRAGMENTS, max_size=5).map("".join), st.booleans())
+def test_corpus_fragment_mixes_equal_full_cascade(text: str, reasoning_open: bool) -> None:
+    """Whole corpus outputs, slices of them and stray markers, mixed: the shortcuts change nothing."""
+    tools = _RECORDS[0].tools
+    quick = parse_tool_calls(text, tools, reasoning_open=reasoning_open)
+    assert quick == _cascade_only(text, tools, reasoning_open=reasoning_open)
+    assert all(call.name in tools for call in quick.calls)
