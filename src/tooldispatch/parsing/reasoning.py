@@ -100,7 +100,8 @@ def split_reasoning(
     present = scan_markers(text) if markers is None else markers
     segments: list[Segment] = [(0, len(text), "content")] if text else []
     if _H_CHANNEL in present or _H_MESSAGE in present:
-        segments = _refine(segments, lambda s, e, first: _split_harmony(text, s, e))
+        calls = _call_blocks(text)
+        segments = _refine(segments, lambda s, e, first: _split_harmony(text, s, e, calls))
     for open_tag, close_tag in _TAG_PAIRS:
         if open_tag in present or close_tag in present or reasoning_open:
             segments = _refine(segments, _tag_splitter(text, open_tag, close_tag, reasoning_open))
@@ -193,19 +194,20 @@ def _split_tags(
     return out
 
 
-def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
+def _split_harmony(text: str, start: int, end: int, calls: list[tuple[int, int]]) -> list[Segment]:
     """Split one region into harmony messages.
 
     A message is an optional ``<|start|>role`` header, ``<|channel|>name`` with optional recipient and
     ``<|constrain|>``, then ``<|message|>`` and a body up to an end token, the next ``<|start|>`` or
-    ``<|channel|>``, or the end of the text.
+    ``<|channel|>``, or the end of the text. Tokens inside the closed ``<tool_call>`` blocks ``calls``
+    are text of the call.
     """
     out: list[Segment] = []
-    starts, channels, messages = NextFinder(text, _H_START), NextFinder(text, _H_CHANNEL), NextFinder(text, _H_MESSAGE)
-    enders = [(NextFinder(text, token), len(token)) for token in _H_ENDS]
+    starts, channels, messages = (_token_finder(text, token, calls) for token in (_H_START, _H_CHANNEL, _H_MESSAGE))
+    enders = [(_token_finder(text, token, calls), len(token)) for token in _H_ENDS]
 
     def next_header(pos: int) -> int:
-        found = [i for i in (starts.find(pos, end), channels.find(pos, end)) if i >= 0]
+        found = [i for i in (starts(pos, end), channels(pos, end)) if i >= 0]
         return min(found) if found else -1
 
     pos = start
@@ -215,7 +217,7 @@ def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
             out.append((pos, end, "content"))
             break
         out.append((pos, head, "content"))
-        msg = messages.find(head, end)
+        msg = messages(head, end)
         if msg < 0:
             # A header with no body: a cut-off output or a stray marker.
             out.append((head, end, _header_kind(text[head:end])))
@@ -225,7 +227,7 @@ def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
         limit = end if nxt < 0 else nxt
         body_end, close_end = limit, limit
         for finder, size in enders:
-            i = finder.find(body_start, limit)
+            i = finder(body_start, limit)
             if 0 <= i < body_end:
                 body_end, close_end = i, i + size
         header = text[head:msg]
@@ -238,6 +240,13 @@ def _split_harmony(text: str, start: int, end: int) -> list[Segment]:
             out.append((body_end, close_end, "hidden"))
         pos = close_end
     return out
+
+
+def _token_finder(text: str, token: str, calls: list[tuple[int, int]]) -> Callable[[int, int], int]:
+    """``find(pos, end)`` for ``token`` in ``text``, skipping the spans ``calls``."""
+    if not calls:
+        return NextFinder(text, token).find
+    return functools.partial(_find_outside, text, token, spans=calls)
 
 
 def _header_kind(header: str) -> SegmentKind:

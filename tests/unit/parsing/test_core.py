@@ -404,3 +404,13 @@ def test_unreadable_cut_off_python_list_does_not_hide_a_call_the_fallback_reads(
     assert _summary(out) == _summary(alone)
     assert [(c.format, c.bucket, c.span) for c in out.candidates] == [("tag:json", "ok_fallback", (3, 3 + len(block)))]
     assert out.content == "[A("
+
+
+@pytest.mark.parametrize("value", ["<|channel|>", "</tool_call>", "<|channel|>analysis</tool_call>"])
+def test_markers_inside_a_hermes_string_value_are_text(value: str) -> None:
+    """A harmony header or a closing tag inside a JSON string of a hermes call is part of the value."""
+    block = '<tool_call>{"name": "get_weather", "arguments": {"city": "' + value + '"}}</tool_call>'
+    out = parse_tool_calls(f"Sure. {block}", TOOLS)
+    assert _summary(out) == [("get_weather", {"city": value}, "ok_strict", "hermes")]
+    assert [c.span for c in out.candidates] == [(6, 6 + len(block))]
+    assert (out.content, out.reasoning) == ("Sure.", "")

@@ -399,7 +399,8 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
 
     A block whose closer is missing ends where the next opener starts (``closed=False``) or at the end
     of the text (``at_end=True``). An opener inside a JSON string of the body (the body up to the closer
-    is strict JSON) does not end the block.
+    is strict JSON) does not end the block, nor does a closer inside one (the body up to it is not JSON,
+    and one strict JSON value from the body's start runs to a later closer).
     """
     pos = 0
     n = len(text)
@@ -411,6 +412,8 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
             return
         body = o + len(open_tag)
         c = closes.find(body)
+        if c >= 0 and not _ends_with_bracket(text, body, c):
+            c = max(c, _closer_after_json(text, body, close_tag))
         nxt = text.find(open_tag, body)
         nested = 0 <= nxt < c
         if nested and c != tried:
@@ -425,6 +428,36 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
         else:
             yield Block(o, body, n, n, closed=False, at_end=True)
             return
+
+
+_DECODER = json.JSONDecoder()
+_JSON_WS_RUN = re.compile(r"[ \t\n\r]*")
+
+
+def _closer_after_json(text: str, body: int, close_tag: str) -> int:
+    """Where ``close_tag`` starts right after one strict JSON object or array at ``body`` (blanks between), or -1."""
+    start = _skip_json_ws(text, body)
+    if text[start : start + 1] not in ("{", "["):
+        return -1
+    try:
+        _, end = _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return -1
+    end = _skip_json_ws(text, end)
+    return end if text.startswith(close_tag, end) else -1
+
+
+def _ends_with_bracket(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]``, trailing blanks aside, ends with ``}`` or ``]`` (as a JSON body does)."""
+    k = end
+    while k > start and text[k - 1] in " \t\r\n":
+        k -= 1
+    return k > start and text[k - 1] in "}]"
+
+
+def _skip_json_ws(text: str, pos: int) -> int:
+    run = _JSON_WS_RUN.match(text, pos)
+    return run.end() if run else pos
 
 
 def _strict_json(body: str) -> bool:
