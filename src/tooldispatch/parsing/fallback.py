@@ -43,7 +43,7 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED
+from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, parse_python
 from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, loads_lenient
 from tooldispatch.toolspec import ToolSpec
 
@@ -720,7 +720,7 @@ def is_placeholder_args(args: Any) -> bool:
 def _parse_kwargs(inner: str) -> dict[str, Any] | None:
     """Keyword arguments of a python call with literal values, or ``None`` when they are not that."""
     try:
-        tree = ast.parse(f"_f({inner})", mode="eval")
+        tree = parse_python(f"_f({inner})", "eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     call = tree.body

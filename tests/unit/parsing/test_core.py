@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -414,3 +415,18 @@ def test_markers_inside_a_hermes_string_value_are_text(value: str) -> None:
     assert _summary(out) == [("get_weather", {"city": value}, "ok_strict", "hermes")]
     assert [c.span for c in out.candidates] == [(6, 6 + len(block))]
     assert (out.content, out.reasoning) == ("Sure.", "")
+
+
+@pytest.mark.parametrize(
+    ("text", "bucket", "fmt"),
+    [
+        ('[get_weather(city="Par\\<is")]', "ok_strict", "pythonic"),
+        ('Calling get_weather(city="Par\\<is") now.', "ok_fallback", "python_call"),
+    ],
+)
+def test_python_call_with_an_invalid_escape_reads_under_any_warning_filter(text: str, bucket: str, fmt: str) -> None:
+    """Python keeps an unknown escape as written; the compiler's warning about it neither shows nor rejects the call."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = parse_tool_calls(text, TOOLS)
+    assert _summary(out) == [("get_weather", {"city": "Par\\<is"}, bucket, fmt)]

@@ -6,11 +6,13 @@ whose alternatives start with disjoint characters (no nested quantifiers that co
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
@@ -560,3 +562,27 @@ def xml_value(raw: str) -> Any:
         except (ValueError, RecursionError):
             return value
     return value
+
+
+@overload
+def parse_python(source: str, mode: Literal["exec"]) -> ast.Module: ...
+
+
+@overload
+def parse_python(source: str, mode: Literal["eval"]) -> ast.Expression: ...
+
+
+def parse_python(source: str, mode: Literal["exec", "eval"]) -> ast.Module | ast.Expression:
+    """``ast.parse`` of model text, without the compiler's warnings (an invalid escape such as ``"\\<"``).
+
+    The caller's warning filters would otherwise print them or, set to ``error``, turn them into a
+    ``SyntaxError`` that rejects a call Python reads fine.
+
+    Raises:
+        SyntaxError, ValueError, RecursionError, MemoryError: as ``ast.parse``.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if mode == "exec":
+            return ast.parse(source, mode="exec")
+        return ast.parse(source, mode="eval")

@@ -13,7 +13,7 @@ from typing import Any
 
 from tooldispatch.parsing._markers import PY_LIST
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.formats._common import balanced_end, make_call, match_name, skip_ws
+from tooldispatch.parsing.formats._common import balanced_end, make_call, match_name, parse_python, skip_ws
 
 FORMAT = "pythonic"
 MARKERS: tuple[str, ...] = (PY_LIST,)
@@ -111,7 +111,7 @@ def parse_python_calls(source: str) -> list[PyCall] | None:
         The calls, or ``None`` when the source is not Python made only of calls.
     """
     try:
-        tree = ast.parse(source.strip(), mode="exec")
+        tree = parse_python(source.strip(), "exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     calls: list[PyCall] = []
