@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tooldispatch.parsing._markers import scan_markers
-from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, NextFinder, iter_blocks
+from tooldispatch.parsing.formats._common import (
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    NextFinder,
+    ends_with_bracket,
+    iter_blocks,
+)
 
 SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
@@ -136,10 +142,22 @@ def _tag_splitter(text: str, open_tag: str, close_tag: str, reasoning_open: bool
 def _call_blocks(text: str) -> list[tuple[int, int]]:
     """The spans of closed ``<tool_call>…</tool_call>`` blocks, whose contents hold no reasoning marker.
 
-    Blocks are read as the hermes reader reads them: one whose closer comes after the next opener is not
-    closed (unless that opener is inside its JSON), so its text can hold a reasoning boundary.
+    Blocks are read as the hermes reader reads them (:func:`iter_blocks`): one whose closer comes after
+    the next opener is not closed (unless that opener is inside its JSON), so its text can hold a
+    reasoning boundary. Blocks with one JSON body each, the usual case, are found with ``str.find`` alone.
     """
-    return [(b.start, b.end) for b in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if b.closed]
+    spans: list[tuple[int, int]] = []
+    begin = text.find(TOOL_CALL_OPEN)
+    while begin >= 0:
+        body = begin + len(TOOL_CALL_OPEN)
+        close = text.find(TOOL_CALL_CLOSE, body)
+        if close < 0:
+            break
+        if text.find(TOOL_CALL_OPEN, body, close) >= 0 or not ends_with_bracket(text, body, close):
+            return [(b.start, b.end) for b in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE) if b.closed]
+        spans.append((begin, close + len(TOOL_CALL_CLOSE)))
+        begin = text.find(TOOL_CALL_OPEN, close + len(TOOL_CALL_CLOSE))
+    return spans
 
 
 def _find_outside(text: str, tag: str, pos: int, end: int, spans: list[tuple[int, int]]) -> int:

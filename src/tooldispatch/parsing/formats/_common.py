@@ -414,7 +414,7 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
             return
         body = o + len(open_tag)
         c = closes.find(body)
-        if c >= 0 and not _ends_with_bracket(text, body, c):
+        if c >= 0 and not ends_with_bracket(text, body, c):
             c = max(c, _closer_after_json(text, body, close_tag))
         nxt = text.find(open_tag, body)
         nested = 0 <= nxt < c
@@ -449,7 +449,7 @@ def _closer_after_json(text: str, body: int, close_tag: str) -> int:
     return end if text.startswith(close_tag, end) else -1
 
 
-def _ends_with_bracket(text: str, start: int, end: int) -> bool:
+def ends_with_bracket(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]``, trailing blanks aside, ends with ``}`` or ``]`` (as a JSON body does)."""
     k = end
     while k > start and text[k - 1] in " \t\r\n":
