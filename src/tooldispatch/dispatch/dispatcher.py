@@ -44,7 +44,7 @@ from tooldispatch.dispatch.retry import Phase, decide, is_permanent, phase_of
 from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, compensation_key, inverse_args
 from tooldispatch.dispatch.state import PendingApproval, State
 from tooldispatch.dispatch.trace import DispatchTrace, mask
-from tooldispatch.dispatch.validate import validate_args
+from tooldispatch.dispatch.validate import escape_surrogates, surrogate_path, validate_args
 from tooldispatch.errors import ConfigError, ToolTimeout
 from tooldispatch.store import Store
 
@@ -381,6 +381,9 @@ class Dispatcher:
         )
 
     async def _pipeline(self, call: _Call) -> DispatchResult:
+        broken = self._surrogates(call, call.raw_args)
+        if broken is not None:
+            return broken
         tool = self.registry.get(call.name)
         if tool is None:
             verdict = admission.admit_name(call.name, self.registry.names)
@@ -397,6 +400,9 @@ class Dispatcher:
                     f"the arguments are not valid JSON ({exc})",
                     "send the arguments as one JSON object",
                 )
+            broken = self._surrogates(call, raw)
+            if broken is not None:
+                return broken
         checked = validate_args(tool, raw)
         call.args = checked.args
         call.repairs.extend(checked.repairs)
@@ -595,6 +601,26 @@ class Dispatcher:
         extra = {"compensations": [r.trace.id for r in compensations]} if compensations else None
         return self._finish(
             call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra
+        )
+
+    def _surrogates(self, call: _Call, args: Any) -> DispatchResult | None:
+        """Reject a call whose name, id or arguments hold an unpaired UTF-16 surrogate, which is not text.
+
+        Such a string cannot be stored, hashed or sent on; the trace records the call with the surrogates
+        written as ``\\udXXX`` text.
+        """
+        where = surrogate_path(args, "arguments")
+        if where is None and surrogate_path([call.name, call.call_id or ""]) is None:
+            return None
+        call.name, call.call_id = escape_surrogates(call.name), escape_surrogates(call.call_id)
+        call.raw_args = escape_surrogates(args)
+        field = escape_surrogates(where) if where is not None else "the tool name or call id"
+        return self._reject(
+            call,
+            "validation",
+            f"{field} holds an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff), which is not text",
+            "write the character itself (an escape beyond U+FFFF is a pair, high then low) or leave it out, "
+            "then call again",
         )
 
     def _reject(

@@ -9,6 +9,7 @@ side-effecting tools, ``bounded`` for read-only ones; each edit is recorded.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,44 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 
 _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_path(value: Any, path: str = "") -> str | None:
+    """Where the first string holding an unpaired UTF-16 surrogate lies in ``value`` (``""``: the value itself).
+
+    JSON allows ``"\\ud800"`` alone, and ``json.loads`` keeps it as a code point that is not text: it
+    cannot be encoded, stored or hashed. ``None`` when every string (keys included) is text.
+    """
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            inner = f"{path}/{key}" if isinstance(key, str) else f"{path}/{key!r}"
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return inner
+            found = surrogate_path(item, inner)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = surrogate_path(item, f"{path}/{i}")
+            if found is not None:
+                return found
+    return None
+
+
+def escape_surrogates(value: Any) -> Any:
+    """A copy of ``value`` whose unpaired surrogates are written as ``\\udXXX`` text (for the record)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    if isinstance(value, Mapping):
+        return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [escape_surrogates(item) for item in value]
+    return value
 
 
 def validator(tool: ToolDef) -> jsonschema.Draft202012Validator:

@@ -126,3 +126,30 @@ def test_read_only_and_opted_in_tools_get_bounded_repair() -> None:
     for tool in (ro, opted):
         v = validate_args(tool, {"zone": "n", "unit": "kmm"})
         assert (v.ok, v.args) == (True, {"zone": "n", "unit": "km"})
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "where", "recorded"),
+    [
+        ("send_message", {"to": "ana", "subject": "hi", "body": "a\ud800b"}, "arguments/body", "a\\ud800b"),
+        ("send_message", '{"to": "ana", "subject": "hi", "body": "a\\udc00"}', "arguments/body", "a\\udc00"),
+        ("refresh_drivers", {"note\udfff": 1}, "arguments/note\\udfff", "note\\udfff"),
+        ("refresh\ud800", {}, "the tool name or call id", "refresh\\ud800"),
+    ],
+)
+def test_unpaired_surrogates_are_rejected_and_recorded_as_text(
+    dispatcher: Dispatcher, world: Any, name: str, args: Any, where: str, recorded: str
+) -> None:
+    """A lone UTF-16 surrogate (valid JSON, not text) is a validation error; the call is recorded escaped."""
+    result = dispatcher.dispatch(name, args, session_id="s1", call_id="c1")
+    envelope = json.loads(result.content)
+    assert (result.status, envelope["error"]) == ("rejected", "validation")
+    assert (
+        envelope["message"]
+        == f"{where} holds an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff), which is not text"
+    )
+    assert sum(world.calls.values()) == 0
+    (trace,) = dispatcher.traces(session_id="s1")
+    stored = json.dumps(trace.to_dict(), ensure_ascii=False)
+    stored.encode("utf-8")  # no surrogate is left to break the store
+    assert recorded in [trace.tool, *trace.params, *map(str, trace.params.values())]
