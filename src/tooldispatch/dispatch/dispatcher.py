@@ -44,7 +44,7 @@ from tooldispatch.dispatch.retry import Phase, decide, is_permanent, phase_of
 from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, compensation_key, inverse_args
 from tooldispatch.dispatch.state import PendingApproval, State
 from tooldispatch.dispatch.trace import DispatchTrace, mask
-from tooldispatch.dispatch.validate import escape_surrogates, surrogate_path, validate_args
+from tooldispatch.dispatch.validate import MAX_DEPTH, escape_surrogates, unreadable, validate_args
 from tooldispatch.errors import ConfigError, ToolTimeout
 from tooldispatch.store import Store
 
@@ -381,7 +381,7 @@ class Dispatcher:
         )
 
     async def _pipeline(self, call: _Call) -> DispatchResult:
-        broken = self._surrogates(call, call.raw_args)
+        broken = self._unreadable(call, call.raw_args)
         if broken is not None:
             return broken
         tool = self.registry.get(call.name)
@@ -393,14 +393,14 @@ class Dispatcher:
         if isinstance(raw, str | bytes):
             try:
                 raw = json.loads(raw) if raw.strip() else {}
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 return self._reject(
                     call,
                     "validation",
                     f"the arguments are not valid JSON ({exc})",
                     "send the arguments as one JSON object",
                 )
-            broken = self._surrogates(call, raw)
+            broken = self._unreadable(call, raw)
             if broken is not None:
                 return broken
         checked = validate_args(tool, raw)
@@ -603,18 +603,29 @@ class Dispatcher:
             call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra
         )
 
-    def _surrogates(self, call: _Call, args: Any) -> DispatchResult | None:
-        """Reject a call whose name, id or arguments hold an unpaired UTF-16 surrogate, which is not text.
+    def _unreadable(self, call: _Call, args: Any) -> DispatchResult | None:
+        """Reject a call whose arguments nest too deeply, or whose name, id or arguments hold an unpaired
+        UTF-16 surrogate (not text); the trace records what it can store.
 
-        Such a string cannot be stored, hashed or sent on; the trace records the call with the surrogates
-        written as ``\\udXXX`` text.
+        Nothing after this step may walk or encode such values: deep ones overflow the recursion that
+        validation, hashing and JSON use, and surrogates cannot be encoded. Surrogates are recorded as
+        ``\\udXXX`` text; arguments too deep are not recorded.
         """
-        where = surrogate_path(args, "arguments")
-        if where is None and surrogate_path([call.name, call.call_id or ""]) is None:
+        problem = unreadable(args, "arguments")
+        if problem is None and unreadable([call.name, call.call_id or ""]) is None:
             return None
         call.name, call.call_id = escape_surrogates(call.name), escape_surrogates(call.call_id)
+        if problem is not None and problem[0] == "deep":
+            call.raw_args = {}
+            return self._reject(
+                call,
+                "validation",
+                f"{escape_surrogates('/'.join(problem[1].split('/')[:2]))} nests objects or arrays "
+                f"more than {MAX_DEPTH} levels deep",
+                "send a flatter object",
+            )
         call.raw_args = escape_surrogates(args)
-        field = escape_surrogates(where) if where is not None else "the tool name or call id"
+        field = escape_surrogates(problem[1]) if problem is not None else "the tool name or call id"
         return self._reject(
             call,
             "validation",

@@ -128,27 +128,39 @@ _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def surrogate_path(value: Any, path: str = "") -> str | None:
-    """Where the first string holding an unpaired UTF-16 surrogate lies in ``value`` (``""``: the value itself).
+MAX_DEPTH = 64
+"""How deeply call arguments may nest (objects and arrays); deeper ones are rejected before any walk."""
 
-    JSON allows ``"\\ud800"`` alone, and ``json.loads`` keeps it as a code point that is not text: it
-    cannot be encoded, stored or hashed. ``None`` when every string (keys included) is text.
+
+def unreadable(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first thing that makes ``value`` unusable as arguments, as ``(kind, path)``, else ``None``.
+
+    ``kind`` is ``"deep"`` for objects or arrays nested more than :data:`MAX_DEPTH` levels (every later
+    step walks them recursively) or ``"surrogate"`` for a string (key or value) holding an unpaired UTF-16
+    surrogate: JSON allows ``"\\ud800"`` alone and ``json.loads`` keeps it as a code point that is not
+    text, which cannot be encoded, stored or hashed. The walk itself uses no recursion.
     """
-    if isinstance(value, str):
-        return path if _SURROGATE.search(value) else None
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            inner = f"{path}/{key}" if isinstance(key, str) else f"{path}/{key!r}"
-            if isinstance(key, str) and _SURROGATE.search(key):
-                return inner
-            found = surrogate_path(item, inner)
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            found = surrogate_path(item, f"{path}/{i}")
-            if found is not None:
-                return found
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return "surrogate", where
+            continue
+        if isinstance(item, Mapping):
+            children: list[tuple[Any, str, int]] = []
+            for key, child in item.items():
+                inner = f"{where}/{key}"
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return "surrogate", inner
+                children.append((child, inner, depth + 1))
+        elif isinstance(item, list | tuple):
+            children = [(child, f"{where}/{i}", depth + 1) for i, child in enumerate(item)]
+        else:
+            continue
+        if children and depth + 1 > MAX_DEPTH:
+            return "deep", where
+        stack.extend(reversed(children))
     return None
 
 

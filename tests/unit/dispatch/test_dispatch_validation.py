@@ -153,3 +153,37 @@ def test_unpaired_surrogates_are_rejected_and_recorded_as_text(
     stored = json.dumps(trace.to_dict(), ensure_ascii=False)
     stored.encode("utf-8")  # no surrogate is left to break the store
     assert recorded in [trace.tool, *trace.params, *map(str, trace.params.values())]
+
+
+def test_arguments_nested_too_deeply_are_rejected_without_recursion(dispatcher: Dispatcher, world: Any) -> None:
+    """Arguments nested past the limit (a model stuck repeating brackets) are refused, not a RecursionError."""
+    from tooldispatch.dispatch.validate import MAX_DEPTH
+
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = [deep]
+    result = dispatcher.dispatch("send_message", {"to": deep, "subject": "s", "body": "b"}, session_id="s1")
+    envelope = json.loads(result.content)
+    assert (result.status, envelope["error"]) == ("rejected", "validation")
+    assert envelope["message"] == f"arguments/to nests objects or arrays more than {MAX_DEPTH} levels deep"
+    text = dispatcher.dispatch("send_message", "[" * 5000 + "]" * 5000, session_id="s1")
+    assert (text.status, json.loads(text.content)["error"]) == ("rejected", "validation")
+    assert world.calls["send_message"] == 0
+    assert len(dispatcher.traces(session_id="s1")) == 2
+
+
+def test_depth_limit_counts_nested_objects_and_arrays() -> None:
+    """Arguments nested exactly to the limit are readable; one level more is reported with its path."""
+    from tooldispatch.dispatch.validate import MAX_DEPTH, unreadable
+
+    def nested(levels: int) -> Any:
+        value: Any = 1
+        for i in range(levels):
+            value = [value] if i % 2 else {"k": value}
+        return value
+
+    assert unreadable(nested(MAX_DEPTH)) is None
+    kind, path = unreadable(nested(MAX_DEPTH + 1)) or ("", "")
+    assert kind == "deep"
+    assert path.count("/") == MAX_DEPTH
+    assert unreadable({"a": ["ok", {"b\udc00": 1}]}, "arguments") == ("surrogate", "arguments/a/1/b\udc00")
