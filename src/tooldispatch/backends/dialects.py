@@ -20,6 +20,7 @@ replayed without a client. What differs between servers:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -102,10 +103,62 @@ def _usage(raw: Any) -> Usage | None:
         return None
     cost = raw.get("cost")
     return Usage(
-        prompt_tokens=int(raw.get("prompt_tokens") or 0),
-        completion_tokens=int(raw.get("completion_tokens") or 0),
-        cost=float(cost) if isinstance(cost, int | float) else None,
+        prompt_tokens=_count(raw.get("prompt_tokens")),
+        completion_tokens=_count(raw.get("completion_tokens")),
+        cost=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
     )
+
+
+def _count(value: Any) -> int:
+    """A token count as reported (a number, or digits in a string); 0 for anything else."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return 0
+
+
+def _malformed(what: str, value: Any) -> ProviderError:
+    """The error for a payload part that is not the shape the chat completions API defines."""
+    return ProviderError(
+        f"the server sent {what} ({type(value).__name__}: {value!r:.120}); "
+        "check that the endpoint speaks the OpenAI chat completions API (a base URL ending in /v1)"
+    )
+
+
+def _choices(payload: Mapping[str, Any], what: str) -> list[Mapping[str, Any]]:
+    """The first choice of a chunk or response (none when it has no choices), checked for its shape.
+
+    Raises:
+        ProviderError: ``choices`` is not a list of objects.
+    """
+    choices = payload.get("choices")
+    if choices is None:
+        return []
+    if not isinstance(choices, list | tuple):
+        raise _malformed(f"a {what} whose choices are not a list", choices)
+    first = list(choices[:1])
+    if first and not isinstance(first[0], Mapping):
+        raise _malformed(f"a {what} whose choice is not an object", first[0])
+    return first
+
+
+def _part(choice: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
+    """``choice[key]`` (the delta or the message) as an object; an empty one when absent.
+
+    Raises:
+        ProviderError: it is there but not an object.
+    """
+    part = choice.get(key)
+    if part is None:
+        return {}
+    if not isinstance(part, Mapping):
+        raise _malformed(f"a {what} whose {key} is not an object", part)
+    return part
 
 
 def _arguments(value: Any) -> str:
@@ -152,7 +205,7 @@ class StreamNormalizer:
         """Translate one chunk into the events it carries.
 
         Raises:
-            ProviderError: the chunk carries an in-stream error.
+            ProviderError: the chunk carries an in-stream error, or is not shaped as a chat completion chunk.
         """
         raise_for_stream_error(chunk)
         out: list[Event] = []
@@ -163,9 +216,8 @@ class StreamNormalizer:
         usage = _usage(chunk.get("usage"))
         if usage is not None:
             self._usage = usage
-        choices = chunk.get("choices") or ()
-        for choice in choices[:1]:
-            delta = choice.get("delta") or {}
+        for choice in _choices(chunk, "stream chunk"):
+            delta = _part(choice, "delta", "stream chunk")
             text = reasoning_text(delta, self.dialect)
             if text:
                 self._reasoning_open = True
@@ -174,7 +226,8 @@ class StreamNormalizer:
             if isinstance(content, str) and content:
                 self._end_reasoning(out)
                 out.append(ContentDelta(content))
-            for position, raw in enumerate(delta.get("tool_calls") or ()):
+            calls = delta.get("tool_calls")
+            for position, raw in enumerate(calls if isinstance(calls, list | tuple) else ()):
                 if isinstance(raw, Mapping):
                     self._end_reasoning(out)
                     out.append(self._tool_call(position, raw))
@@ -199,14 +252,13 @@ def response_events(response: Mapping[str, Any], dialect: Dialect) -> list[Event
     """Translate a whole (non-streaming) chat completion into the events a stream would have carried.
 
     Raises:
-        ProviderError: the response carries an error object.
+        ProviderError: the response carries an error object, or is not shaped as a chat completion.
     """
     raise_for_stream_error(response)
     out: list[Event] = []
     reason: str | None = None
-    choices = response.get("choices") or ()
-    for choice in choices[:1]:
-        message = choice.get("message") or {}
+    for choice in _choices(response, "response"):
+        message = _part(choice, "message", "response")
         text = reasoning_text(message, dialect)
         if text:
             out.append(ReasoningDelta(text))
@@ -214,13 +266,18 @@ def response_events(response: Mapping[str, Any], dialect: Dialect) -> list[Event
         content = message.get("content")
         if isinstance(content, str) and content:
             out.append(ContentDelta(content))
-        for position, raw in enumerate(message.get("tool_calls") or ()):
-            fn = raw.get("function") or {}
+        calls = message.get("tool_calls")
+        for position, raw in enumerate(calls if isinstance(calls, list | tuple) else ()):
+            if not isinstance(raw, Mapping):
+                continue
+            fn = raw.get("function")
+            fn = fn if isinstance(fn, Mapping) else {}
+            ident, name = raw.get("id"), fn.get("name")
             out.append(
                 ToolCallDelta(
                     index=position,
-                    id=raw.get("id") or None,
-                    name=fn.get("name") or None,
+                    id=ident if isinstance(ident, str) and ident else None,
+                    name=name if isinstance(name, str) and name else None,
                     arguments=_arguments(fn.get("arguments")),
                 )
             )

@@ -220,3 +220,41 @@ def test_openrouter_non_streaming_tool_call_response() -> None:
             Finish("tool_calls", model="qwen/qwen3-32b", provider="DeepInfra"),
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("payload", "what"),
+    [
+        ({"choices": {"delta": {}}}, "a stream chunk whose choices are not a list (dict: {'delta': {}})"),
+        ({"choices": ["text"]}, "a stream chunk whose choice is not an object (str: 'text')"),
+        ({"choices": [{"delta": "text"}]}, "a stream chunk whose delta is not an object (str: 'text')"),
+        ({"choices": [{"message": 7}]}, "a response whose message is not an object (int: 7)"),
+    ],
+)
+def test_a_payload_of_another_shape_is_a_provider_error_that_says_what_to_check(payload: Any, what: str) -> None:
+    """A chunk or response not shaped as the API defines raises ProviderError naming the part, never a TypeError."""
+    with pytest.raises(ProviderError) as caught:
+        if what.startswith("a response"):
+            response_events(payload, "vllm")
+        else:
+            StreamNormalizer("vllm").feed(payload)
+    assert str(caught.value) == (
+        f"the server sent {what}; check that the endpoint speaks the OpenAI chat completions API "
+        "(a base URL ending in /v1)"
+    )
+
+
+def test_odd_counts_and_tool_call_lists_are_read_leniently() -> None:
+    """Token counts given as digits or floats are read, others count 0; tool_calls that is not a list is skipped."""
+    events = response_events(
+        {
+            "choices": [{"message": {"content": "ok", "tool_calls": 5}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": "12", "completion_tokens": 3.0, "cost": True},
+        },
+        "vllm",
+    )
+    assert untimed(events) == untimed([ContentDelta("ok"), Usage(12, 3, None), Finish("stop")])
+    chunk = {"choices": [{"delta": {"content": "x", "tool_calls": {"index": 0}}}], "usage": {"prompt_tokens": "n/a"}}
+    normalizer = StreamNormalizer("openrouter")
+    assert untimed(normalizer.feed(chunk)) == untimed([ContentDelta("x")])
+    assert untimed(normalizer.finish()) == untimed([Usage(0, 0, None), Finish(None)])
