@@ -180,6 +180,9 @@ def _check(where: Path, table_name: str, table: Mapping[str, Any], allowed: froz
             raise ConfigError(f"{where}: unknown key {scope}{key!r}; allowed keys: {', '.join(sorted(allowed))}")
 
 
+_TOML_NAMES = {dict: "table", list: "array", str: "string", int: "integer", float: "float"}
+
+
 def _get(where: Path, table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any) -> Any:
     if key not in table:
         return default
@@ -187,7 +190,8 @@ def _get(where: Path, table: Mapping[str, Any], key: str, kind: type | tuple[typ
     if isinstance(value, bool) and kind in (int, float, (int, float)):
         raise ConfigError(f"{where}: {key!r} must be a number, got {value!r}")
     if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        kinds = (kind,) if isinstance(kind, type) else kind
+        names = " or ".join(_TOML_NAMES.get(k, k.__name__) for k in kinds)
         raise ConfigError(f"{where}: {key!r} must be a {names}, got {value!r}")
     return value
 
@@ -262,7 +266,7 @@ def parse_profile(data: Mapping[str, Any], *, path: Path) -> Profile:
     backend = data.get("backend")
     if backend not in ("llamacpp", "openai_compat"):
         raise ConfigError(f"{path}: 'backend' must be 'llamacpp' or 'openai_compat', got {backend!r}")
-    client = _client(path, data["client"]) if "client" in data else None
+    client = _client(path, _get(path, data, "client", dict, {})) if "client" in data else None
     if backend == "openai_compat" and client is None:
         raise ConfigError(f"{path}: an openai_compat profile needs a [client] table")
     llamacpp = _get(path, data, "llamacpp", dict, {})
@@ -274,7 +278,7 @@ def parse_profile(data: Mapping[str, Any], *, path: Path) -> Profile:
         backend=backend,
         model=_get(path, data, "model", str, None),
         client=client,
-        server=_server(path, data["server"]) if "server" in data else None,
+        server=_server(path, _get(path, data, "server", dict, {})) if "server" in data else None,
         llamacpp=llamacpp,
         notes=_get(path, data, "notes", str, ""),
     )

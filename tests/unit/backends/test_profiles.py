@@ -149,6 +149,22 @@ def test_unknown_key_names_the_key_and_the_file(tmp_path: Path, text: str, key: 
     assert str(info.value).startswith(f"{path}: unknown key {key}; allowed keys: ")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('backend = "openai_compat"\nclient = "http://localhost:8000/v1"\n', "'client' must be a table, got 'http://"),
+        ('backend = "llamacpp"\nserver = ["llama-server"]\n', "'server' must be a table, got ['llama-server']"),
+        ('backend = "llamacpp"\n[[server]]\ncommand = ["x"]\n', "'server' must be a table, got [{'command': ['x']}]"),
+    ],
+)
+def test_a_section_that_is_not_a_table_is_a_config_error(tmp_path: Path, text: str, message: str) -> None:
+    """[client] or [server] written as a value or an array of tables is named, not a crash."""
+    path = write_profile(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_profile(path)
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
 def test_missing_profile_lists_the_known_ones() -> None:
     """An unknown profile name is an error listing the shipped profiles."""
     with pytest.raises(ConfigError, match=r"known profiles: cpu-llamacpp, dgx-spark-vllm-nvfp4, local-llama-cpp"):
