@@ -10,6 +10,8 @@ import importlib
 
 import typer
 
+from tooldispatch.errors import TooldispatchError
+
 app = typer.Typer(
     name="tooldispatch",
     help="Run agents on local, quantized models: parse tool calls tolerantly, dispatch them safely, measure.",
@@ -26,5 +28,13 @@ for _area in _AREAS:
 
 
 def main() -> None:
-    """Entry point of the ``tooldispatch`` console script."""
-    app()
+    """Entry point of the ``tooldispatch`` console script.
+
+    An error of tooldispatch's own (a broken config, a dead server, a missing model) that a command did
+    not report itself is printed as one ``error:`` line with exit code 2, not as a traceback.
+    """
+    try:
+        app()
+    except TooldispatchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None

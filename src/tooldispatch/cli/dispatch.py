@@ -36,7 +36,11 @@ def _open(path: Path) -> Store:
     if not path.is_file():
         typer.echo(f"no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True)
         raise typer.Exit(2)
-    return Store(path)
+    try:
+        return Store(path)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def _iso(ts: float) -> str:

@@ -58,9 +58,10 @@ class Store:
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute(f"PRAGMA synchronous = {synchronous}")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OSError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise ConfigError(
-                f"cannot open the state store {self.path!r}: {exc}; point store= at a writable SQLite file"
+                f"cannot open the state store {self.path!r}: {why}; point store= at a writable SQLite file"
             ) from exc
 
     def _migrate(self) -> None:

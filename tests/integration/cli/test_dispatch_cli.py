@@ -130,6 +130,35 @@ def test_missing_store(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+def test_store_that_is_not_sqlite(tmp_path: Path) -> None:
+    """A state file that is not SQLite is one error line with exit code 2, not a traceback."""
+    bad = tmp_path / "state.db"
+    bad.write_text("not a database")
+    out = runner.invoke(app, ["trace", "list", "--store", str(bad)])
+    assert out.exit_code == 2
+    assert out.output == (
+        f"error: cannot open the state store {str(bad)!r}: file is not a database; "
+        "point store= at a writable SQLite file\n"
+    )
+
+
+def test_console_script_prints_tooldispatch_errors_as_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error of tooldispatch's own that a command did not report ends the script with one line, exit 2."""
+    import tooldispatch.cli as cli
+    from tooldispatch.errors import ConfigError
+
+    def broken() -> None:
+        raise ConfigError("no profile 'x'; known profiles: a, b")
+
+    monkeypatch.setattr(cli, "app", broken)
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == "error: no profile 'x'; known profiles: a, b\n"
+
+
 def test_trace_stats_json(setup: Setup) -> None:
     """trace stats --json gives per-tool counts and the flagged rates."""
     out = runner.invoke(app, ["trace", "stats", "--store", str(setup.state), "--json"])

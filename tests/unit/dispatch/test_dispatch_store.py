@@ -77,3 +77,14 @@ def test_not_a_database_is_a_config_error(tmp_path: Path) -> None:
     bad.write_bytes(b"not a database at all" * 100)
     with pytest.raises(ConfigError, match="cannot open the state store"):
         Store(bad)
+
+
+def test_a_store_whose_folder_cannot_be_made_is_a_config_error(tmp_path: Path) -> None:
+    """A path under a regular file cannot become a folder: ConfigError naming the path and the reason."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / "state.db"
+    with pytest.raises(ConfigError) as caught:
+        Store(target)
+    assert str(caught.value).startswith(f"cannot open the state store {str(target)!r}: ")
+    assert str(caught.value).endswith("; point store= at a writable SQLite file")
