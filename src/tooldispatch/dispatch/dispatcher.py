@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from tooldispatch.dispatch import admission
 from tooldispatch.dispatch.bounding import bound
 from tooldispatch.dispatch.clock import Clock, SystemClock
-from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult
+from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, result_text
 from tooldispatch.dispatch.failures import describe_failure
 from tooldispatch.dispatch.idempotency import IdempotencyStore, Record, fingerprint, judge, make_key
 from tooldispatch.dispatch.metrics import MetricsReport, report
@@ -526,10 +526,10 @@ class Dispatcher:
                 phase = "after" if isinstance(error, InvalidResult) else phase_of(error)
             else:
                 try:
-                    text = json.dumps(attempt.value, ensure_ascii=False, allow_nan=False)
+                    text = result_text(attempt.value)
                     value = attempt.value
-                except (TypeError, ValueError) as exc:
-                    error = InvalidResult(f"{type(attempt.value).__name__} is not JSON-serializable ({exc})")
+                except InvalidResult as exc:
+                    error = exc
                     phase = "after"
             if error is None:
                 break

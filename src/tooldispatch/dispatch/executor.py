@@ -20,6 +20,7 @@ import functools
 import json
 import multiprocessing
 import os
+import re
 import socket
 import threading
 import time
@@ -53,6 +54,38 @@ class ChildProcessDied(Exception):
 
 class InvalidResult(Exception):
     """A tool returned a value that is not JSON-serializable."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def result_text(value: Any) -> str:
+    """A tool's return value as the JSON text the model and the store get.
+
+    Non-ASCII characters stay as they are; an unpaired UTF-16 surrogate, which no encoding can carry, is
+    written as its JSON escape (``\\ud800``), which reads back as the same value.
+
+    Raises:
+        InvalidResult: the value is not JSON (a type JSON lacks, NaN or infinity, or nested too deeply).
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidResult(f"{type(value).__name__} is not JSON-serializable ({shown(exc)})") from None
+    except RecursionError:
+        raise InvalidResult(f"{type(value).__name__} is nested too deeply to serialize") from None
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def shown(obj: object) -> str:
+    """``str(obj)`` for a message; a placeholder when that fails, and unpaired surrogates escaped."""
+    try:
+        text = str(obj)
+    except Exception:
+        return f"<{type(obj).__name__} that cannot be shown as text>"
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +227,7 @@ class WorkerThreads:
             except Exception as exc:
                 outcome = (False, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt inside a tool: a tool failure here
-                outcome = (False, RuntimeError(f"the tool raised {type(exc).__name__}: {exc}"))
+                outcome = (False, RuntimeError(f"the tool raised {type(exc).__name__}: {shown(exc)}"))
             # Counted idle before the outcome is handed over, so that a caller that goes straight on to
             # its next call finds this thread instead of starting another.
             with self._lock:
@@ -361,11 +394,11 @@ def _child_main(sender: Connection, fn: Callable[..., Any], args: dict[str, Any]
                 "before_execution": exc.before_execution,
             }
         name = "ToolError" if isinstance(exc, ToolError) else type(exc).__name__
-        sender.send(("error", name, str(exc), attrs))
+        sender.send(("error", name, shown(exc), attrs))
         return
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        sender.send(("invalid_result", f"{type(value).__name__} is not JSON-serializable ({exc})"))
+        text = result_text(value)
+    except InvalidResult as exc:
+        sender.send(("invalid_result", str(exc)))
         return
     sender.send(("ok", text))

@@ -7,7 +7,7 @@ state first.
 
 from __future__ import annotations
 
-from tooldispatch.dispatch.executor import ChildProcessDied, InvalidResult, RemoteToolException
+from tooldispatch.dispatch.executor import ChildProcessDied, InvalidResult, RemoteToolException, shown
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.dispatch.retry import Phase, is_permanent
 from tooldispatch.errors import ToolError, ToolTimeout
@@ -20,21 +20,21 @@ def describe_failure(tool: ToolDef, error: BaseException, phase: Phase) -> tuple
         if side:
             return (
                 "timeout",
-                str(error),
+                shown(error),
                 "the action may or may not have happened; check the state with a read-only tool before "
                 "doing anything else",
                 False,
             )
-        return "timeout", str(error), "try again later, or ask for less", True
+        return "timeout", shown(error), "try again later, or ask for less", True
     if isinstance(error, InvalidResult):
         return (
             "invalid_result",
-            f"{tool.name} returned a value that is not JSON: {error}",
+            f"{tool.name} returned a value that is not JSON: {shown(error)}",
             "this is a bug in the tool; do not call it again and tell the user",
             False,
         )
     if isinstance(error, ToolError):
-        detail = f"{tool.name} failed: {error}" + (f" (status {error.status})" if error.status else "")
+        detail = f"{tool.name} failed: {shown(error)}" + (f" (status {error.status})" if error.status else "")
         if is_permanent(error):
             return "tool_error", detail, "the request was refused; change the arguments or the plan", True
         if phase == "before" or not side:
@@ -48,16 +48,16 @@ def describe_failure(tool: ToolDef, error: BaseException, phase: Phase) -> tuple
     if isinstance(error, ChildProcessDied):
         return (
             "exception",
-            f"{tool.name} crashed: {error}",
+            f"{tool.name} crashed: {shown(error)}",
             "the action may or may not have happened; check the state and tell the user"
             if side
             else "do not call it again with the same arguments; tell the user",
             False,
         )
     if isinstance(error, ConnectionRefusedError | OSError) and phase == "before":
-        return "tool_error", f"{tool.name} could not reach its service: {error}", "try again later", True
+        return "tool_error", f"{tool.name} could not reach its service: {shown(error)}", "try again later", True
     name = error.type_name if isinstance(error, RemoteToolException) else type(error).__name__
-    text = str(error) if isinstance(error, RemoteToolException) else f"{name}: {error}"
+    text = shown(error) if isinstance(error, RemoteToolException) else f"{name}: {shown(error)}"
     return (
         "exception",
         f"{tool.name} raised an unexpected error: {text}",

@@ -27,3 +27,28 @@ def crash(code: int) -> dict[str, int]:
 def not_json() -> object:
     """Return a value JSON cannot encode."""
     return {1, 2}
+
+
+class Unprintable(Exception):
+    """An exception whose message itself fails."""
+
+    def __str__(self) -> str:
+        raise ZeroDivisionError
+
+
+def lone_surrogate() -> dict[str, str]:
+    """Return a string holding an unpaired UTF-16 surrogate (valid in Python, not encodable)."""
+    return {"text": "a\ud800b"}
+
+
+def too_deep() -> list[object]:
+    """Return a list nested 5,000 levels."""
+    value: list[object] = [1]
+    for _ in range(5000):
+        value = [value]
+    return value
+
+
+def unprintable() -> dict[str, int]:
+    """Raise an exception that cannot be turned into text."""
+    raise Unprintable

@@ -160,6 +160,33 @@ def test_non_json_result_is_a_clear_error() -> None:
     )
 
 
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+def test_misbehaving_tools_end_as_results_and_their_traces_are_stored(tmp_path: Path, isolation: str) -> None:
+    """A result with a lone surrogate, one nested 5,000 levels, and an exception that cannot be shown:
+    each call ends with a result, never an exception, and every trace is written to the file."""
+    reg = Registry()
+    for name in ("lone_surrogate", "too_deep", "unprintable"):
+        reg.register(name, getattr(proc_tools, name), read_only=True, isolation=isolation, max_attempts=1)
+    d = Dispatcher(reg, store=tmp_path / "state.db")
+    surrogate = d.dispatch("lone_surrogate", {}, session_id="s")
+    assert (surrogate.status, surrogate.content) == ("ok", '{"text": "a\\ud800b"}')
+    assert json.loads(surrogate.content) == {"text": "a\ud800b"}  # the escape reads back as the same value
+    deep = d.dispatch("too_deep", {}, session_id="s")
+    assert (deep.status, deep.reason) == ("error", "invalid_result")
+    assert json.loads(deep.content)["message"] == (
+        "too_deep returned a value that is not JSON: list is nested too deeply to serialize"
+    )
+    broken = d.dispatch("unprintable", {}, session_id="s")
+    assert (broken.status, broken.reason) == ("error", "exception")
+    assert json.loads(broken.content)["message"] == (
+        "unprintable raised an unexpected error: Unprintable: <Unprintable that cannot be shown as text>"
+    )
+    d.close()
+    stored = Dispatcher(reg, store=tmp_path / "state.db")
+    assert [t.status for t in stored.traces(session_id="s")] == ["ok", "error", "error"]
+    stored.close()
+
+
 def test_read_only_flake_is_retried_with_backoff() -> None:
     """A read-only tool failing once then succeeding is retried; the wait is the jittered backoff."""
     waits: list[float] = []
