@@ -24,7 +24,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from queue import SimpleQueue
@@ -77,6 +77,24 @@ def result_text(value: Any) -> str:
     if _SURROGATE.search(text):
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
+
+
+async def _contained(work: Awaitable[Any]) -> Any:
+    """Await an async tool, turning its own ``SystemExit``, ``KeyboardInterrupt`` or ``CancelledError`` into a
+    tool failure.
+
+    Raised inside a task, the first two would leave the event loop itself; a ``CancelledError`` the tool
+    raises (rather than a cancellation of this task: its timeout or the caller's) would cancel the caller.
+    """
+    try:
+        return await work
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise RuntimeError(f"the tool raised CancelledError: {shown(exc)}") from None
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise RuntimeError(f"the tool raised {type(exc).__name__}: {shown(exc)}") from None
 
 
 def shown(obj: object) -> str:
@@ -279,7 +297,7 @@ class Executor:
         start = self._monotonic()
         if tool.is_async:
             try:
-                value = await asyncio.wait_for(tool.fn(**args), tool.timeout_s)
+                value = await asyncio.wait_for(_contained(tool.fn(**args)), tool.timeout_s)
             except TimeoutError:
                 return Attempt(timed_out=True, elapsed_s=self._monotonic() - start)
             except Exception as exc:

@@ -187,6 +187,34 @@ def test_misbehaving_tools_end_as_results_and_their_traces_are_stored(tmp_path: 
     stored.close()
 
 
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), asyncio.CancelledError()])
+def test_an_async_tool_that_exits_or_cancels_itself_is_a_failed_call(raised: BaseException) -> None:
+    """Raised by the tool itself, these end that call as an error result; the caller and the loop go on."""
+
+    async def misbehave() -> dict[str, int]:
+        raise raised
+
+    async def fine() -> dict[str, int]:
+        return {"ok": 1}
+
+    reg = Registry()
+    reg.register("misbehave", misbehave, read_only=True, max_attempts=1)
+    reg.register("fine", fine, read_only=True)
+    d = Dispatcher(reg)
+
+    async def both() -> tuple[Any, Any]:
+        return await d.adispatch("misbehave", {}, session_id="s"), await d.adispatch("fine", {}, session_id="s")
+
+    r, after = asyncio.run(both())
+    assert (r.status, r.reason, after.status) == ("error", "exception", "ok")
+    assert json.loads(r.content)["message"].startswith(
+        f"misbehave raised an unexpected error: RuntimeError: the tool raised {type(raised).__name__}"
+    )
+    assert d.dispatch("misbehave", {}, session_id="s").reason == "exception"  # the sync API too
+    assert d.dispatch("fine", {}, session_id="s").status == "ok"
+    d.close()
+
+
 def test_read_only_flake_is_retried_with_backoff() -> None:
     """A read-only tool failing once then succeeding is retried; the wait is the jittered backoff."""
     waits: list[float] = []
