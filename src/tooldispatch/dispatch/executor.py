@@ -80,20 +80,22 @@ def result_text(value: Any) -> str:
 
 
 async def _contained(work: Awaitable[Any]) -> Any:
-    """Await an async tool, turning its own ``SystemExit``, ``KeyboardInterrupt`` or ``CancelledError`` into a
-    tool failure.
+    """Await an async tool, turning any exception it raises that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``, its own ``CancelledError``, ...) into a tool failure.
 
-    Raised inside a task, the first two would leave the event loop itself; a ``CancelledError`` the tool
+    Raised inside a task, most of these would leave the event loop itself; a ``CancelledError`` the tool
     raises (rather than a cancellation of this task: its timeout or the caller's) would cancel the caller.
     """
     try:
         return await work
+    except Exception:
+        raise
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
         raise RuntimeError(f"the tool raised CancelledError: {shown(exc)}") from None
-    except (KeyboardInterrupt, SystemExit) as exc:
+    except BaseException as exc:
         raise RuntimeError(f"the tool raised {type(exc).__name__}: {shown(exc)}") from None
 
 

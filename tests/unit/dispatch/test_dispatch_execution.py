@@ -187,7 +187,7 @@ def test_misbehaving_tools_end_as_results_and_their_traces_are_stored(tmp_path: 
     stored.close()
 
 
-@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), asyncio.CancelledError()])
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), asyncio.CancelledError(), GeneratorExit()])
 def test_an_async_tool_that_exits_or_cancels_itself_is_a_failed_call(raised: BaseException) -> None:
     """Raised by the tool itself, these end that call as an error result; the caller and the loop go on."""
 
