@@ -78,14 +78,29 @@ def normalize_tools(tools: ToolsInput) -> dict[str, ToolSpec]:
     """Turn any accepted tools form into ``{name: ToolSpec}``, keeping declaration order.
 
     Raises:
-        ConfigError: an entry has no name or a parameters value that is not an object.
+        ConfigError: the tools are not a list of declarations (or a mapping of names to ``ToolSpec``), or an
+            entry has no name or a parameters value that is not an object.
     """
     if tools is None:
         return {}
     if isinstance(tools, Mapping):
-        return {name: spec for name, spec in tools.items() if isinstance(spec, ToolSpec)}
+        for name, spec in tools.items():
+            if not isinstance(spec, ToolSpec):
+                raise ConfigError(
+                    f"tools given as a mapping must map names to ToolSpec, but {name!r} maps to "
+                    f"{type(spec).__name__}; pass the OpenAI tools list ([{{\"type\": \"function\", \"function\": "
+                    "{...}}, ...]) instead"
+                )
+        return dict(tools)
+    if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):
+        raise ConfigError(f"tools must be a list of tool declarations, not {type(tools).__name__}")
     out: dict[str, ToolSpec] = {}
     for item in tools:
-        spec = item if isinstance(item, ToolSpec) else _spec_from_mapping(item)
+        if isinstance(item, ToolSpec):
+            spec = item
+        elif isinstance(item, Mapping):
+            spec = _spec_from_mapping(item)
+        else:
+            raise ConfigError(f"a tool entry must be an object or a ToolSpec, not {type(item).__name__}: {item!r:.80}")
         out[spec.name] = spec
     return out

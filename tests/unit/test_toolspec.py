@@ -39,3 +39,39 @@ def test_round_trip_to_openai() -> None:
     """``to_openai`` gives back the OpenAI tools-list entry."""
     spec = ToolSpec(name="get_weather", description="Weather for a city", parameters=WEATHER["parameters"])
     assert spec.to_openai() == {"type": "function", "function": WEATHER}
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ("get_weather", "tools must be a list of tool declarations, not str"),
+        (7, "tools must be a list of tool declarations, not int"),
+        ([WEATHER, 3], "a tool entry must be an object or a ToolSpec, not int: 3"),
+        (
+            {"type": "function", "function": WEATHER},
+            "tools given as a mapping must map names to ToolSpec, but 'type' maps to str; pass the OpenAI tools "
+            'list ([{"type": "function", "function": {...}}, ...]) instead',
+        ),
+    ],
+)
+def test_tools_of_another_form_are_a_config_error(tools: object, message: str) -> None:
+    """A single tool dict, a string or a stray value is named, never silently read as no tools."""
+    with pytest.raises(ConfigError) as caught:
+        normalize_tools(tools)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+def test_a_mapping_of_specs_is_kept_as_given() -> None:
+    """``{name: ToolSpec}`` is the normalized form already."""
+    specs = normalize_tools([WEATHER])
+    assert normalize_tools(specs) == specs
+    assert normalize_tools(specs) is not specs
+
+
+@pytest.mark.parametrize("text", [b"<tool_call>{}</tool_call>", 42])
+def test_text_that_is_not_a_string_is_a_type_error(text: object) -> None:
+    """parse_tool_calls takes the output as text; bytes are decoded by the caller."""
+    from tooldispatch import parse_tool_calls
+
+    with pytest.raises(TypeError, match=f"^text must be the model's output as a str, not {type(text).__name__}; "):
+        parse_tool_calls(text, [WEATHER])  # type: ignore[arg-type]

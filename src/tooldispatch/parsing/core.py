@@ -85,6 +85,7 @@ def parse_tool_calls(
 
     Raises:
         ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
+        TypeError: ``text`` is not a str (or ``None``).
     """
     if type(repair) is not str or repair not in _LEVELS:
         _check_repair(repair)
@@ -97,7 +98,10 @@ def parse_tool_calls(
         specs = lookup if lookup is not tools else normalize_tools(tools)
     else:
         specs = normalize_tools(tools)
-    text = text or ""
+    if text is None:
+        text = ""
+    elif not isinstance(text, str):
+        raise TypeError(f"text must be the model's output as a str, not {type(text).__name__}; decode bytes first")
     natives: list[tuple[RawCall, str | None]] = []
     inside: list[RawCall] = []
     fast = None if native_calls else _find_common(text, tool_format, reasoning_open)
