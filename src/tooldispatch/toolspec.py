@@ -88,7 +88,7 @@ def normalize_tools(tools: ToolsInput) -> dict[str, ToolSpec]:
             if not isinstance(spec, ToolSpec):
                 raise ConfigError(
                     f"tools given as a mapping must map names to ToolSpec, but {name!r} maps to "
-                    f"{type(spec).__name__}; pass the OpenAI tools list ([{{\"type\": \"function\", \"function\": "
+                    f'{type(spec).__name__}; pass the OpenAI tools list ([{{"type": "function", "function": '
                     "{...}}, ...]) instead"
                 )
         return dict(tools)
