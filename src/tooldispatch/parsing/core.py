@@ -158,20 +158,18 @@ def _outcome(
         if candidate.accepted and resolved is not None and candidate.arguments is not None:
             calls.append(_to_call(candidate, resolved, ident, len(calls), used_ids))
 
+    return _built(calls, content, reasoning, candidates)
+
+
+def _built(calls: Sequence[ToolCall], content: str, reasoning: str, candidates: Sequence[Candidate]) -> ParseOutcome:
+    """The outcome of these calls and candidates: the deepest stage of a call, and the outcome's flags."""
     outcome_flags: set[str] = set()
     if not candidates:
         outcome_flags.add(FLAG_NO_CALL)
     if any(FLAG_IN_REASONING in c.flags for c in calls):
         outcome_flags.add(FLAG_IN_REASONING)
     stage = _STAGE_ORDER[max((_STAGE_ORDER.index(c.stage) for c in calls), default=0)]
-    return ParseOutcome(
-        calls=tuple(calls),
-        content=content,
-        reasoning=reasoning,
-        candidates=tuple(candidates),
-        stage=stage,
-        flags=frozenset(outcome_flags),
-    )
+    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), stage, frozenset(outcome_flags))
 
 
 def parse_block(
@@ -252,13 +250,7 @@ def assemble_blocks(
                     f"call_{len(calls)}", call.format,
                 )
             )  # fmt: skip
-    outcome_flags: set[str] = set()
-    if not candidates:
-        outcome_flags.add(FLAG_NO_CALL)
-    if any(FLAG_IN_REASONING in c.flags for c in calls):
-        outcome_flags.add(FLAG_IN_REASONING)
-    stage = _STAGE_ORDER[max((_STAGE_ORDER.index(c.stage) for c in calls), default=0)]
-    return ParseOutcome(tuple(calls), content, "", tuple(candidates), stage, frozenset(outcome_flags))
+    return _built(calls, content, "", candidates)
 
 
 def _find_common(
