@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooldispatch.backends.base import (
     ContentDelta,
@@ -258,3 +261,44 @@ def test_odd_counts_and_tool_call_lists_are_read_leniently() -> None:
     normalizer = StreamNormalizer("openrouter")
     assert untimed(normalizer.feed(chunk)) == untimed([ContentDelta("x")])
     assert untimed(normalizer.finish()) == untimed([Usage(0, 0, None), Finish(None)])
+
+
+_KEYS = st.sampled_from(
+    [
+        "choices",
+        "delta",
+        "message",
+        "content",
+        "tool_calls",
+        "function",
+        "name",
+        "arguments",
+        "index",
+        "id",
+        "finish_reason",
+        "usage",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "reasoning",
+        "reasoning_content",
+    ]
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_KEYS | st.text(max_size=3), kids, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["choices", "usage", "model", "provider"]), _JSON), max_size=3))
+def test_any_payload_gives_events_or_a_provider_error(payloads: list[dict[str, Any]]) -> None:
+    """Whatever a server sends inside a 200 response, the normalizer answers with events or a ProviderError."""
+    for dialect in ("vllm", "llama-server", "openrouter"):
+        normalizer = StreamNormalizer(dialect)
+        for payload in payloads:
+            for read in (normalizer.feed, lambda p: response_events(p, dialect)):  # noqa: B023
+                with contextlib.suppress(ProviderError):
+                    read(payload)
+        assert isinstance(normalizer.finish()[-1], Finish)
