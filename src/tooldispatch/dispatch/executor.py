@@ -20,7 +20,6 @@ import functools
 import json
 import multiprocessing
 import os
-import re
 import socket
 import threading
 import time
@@ -31,6 +30,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from tooldispatch.dispatch.registry import ToolDef
+from tooldispatch.dispatch.text import escaped
 from tooldispatch.errors import ToolError
 
 PROCESS_START_TIMEOUT_S = 60.0
@@ -56,9 +56,6 @@ class InvalidResult(Exception):
     """A tool returned a value that is not JSON-serializable."""
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def result_text(value: Any) -> str:
     """A tool's return value as the JSON text the model and the store get.
 
@@ -74,9 +71,7 @@ def result_text(value: Any) -> str:
         raise InvalidResult(f"{type(value).__name__} is not JSON-serializable ({shown(exc)})") from None
     except RecursionError:
         raise InvalidResult(f"{type(value).__name__} is nested too deeply to serialize") from None
-    if _SURROGATE.search(text):
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text
+    return escaped(text)
 
 
 async def _contained(work: Awaitable[Any]) -> Any:
@@ -105,7 +100,7 @@ def shown(obj: object) -> str:
         text = str(obj)
     except Exception:
         return f"<{type(obj).__name__} that cannot be shown as text>"
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
+    return escaped(text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,6 @@ side-effecting tools, ``bounded`` for read-only ones; each edit is recorded.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import jsonschema
 
 from tooldispatch.dispatch.registry import ToolDef
+from tooldispatch.dispatch.text import SURROGATE, escaped
 from tooldispatch.repair import repair_call
 from tooldispatch.repair.validate import fast_check
 
@@ -125,9 +125,6 @@ def _describe(error: jsonschema.ValidationError) -> str:
 _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 MAX_DEPTH = 64
 """How deeply call arguments may nest (objects and arrays); deeper ones are rejected before any walk."""
 
@@ -144,14 +141,14 @@ def unreadable(value: Any, path: str = "") -> tuple[str, str] | None:
     while stack:
         item, where, depth = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item):
+            if SURROGATE.search(item):
                 return "surrogate", where
             continue
         if isinstance(item, Mapping):
             children: list[tuple[Any, str, int]] = []
             for key, child in item.items():
                 inner = f"{where}/{key}"
-                if isinstance(key, str) and _SURROGATE.search(key):
+                if isinstance(key, str) and SURROGATE.search(key):
                     return "surrogate", inner
                 children.append((child, inner, depth + 1))
         elif isinstance(item, list | tuple):
@@ -167,7 +164,7 @@ def unreadable(value: Any, path: str = "") -> tuple[str, str] | None:
 def escape_surrogates(value: Any) -> Any:
     """A copy of ``value`` whose unpaired surrogates are written as ``\\udXXX`` text (for the record)."""
     if isinstance(value, str):
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+        return escaped(value)
     if isinstance(value, Mapping):
         return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
