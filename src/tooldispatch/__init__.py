@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tooldispatch import _compiled
+
 if TYPE_CHECKING:
     from tooldispatch.agent import (
         Agent,
@@ -76,6 +78,8 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
+
+_compiled.check()  # a source checkout must not run compiled modules older than their sources
 
 _EXPORTS: dict[str, str] = {
     "Agent": "tooldispatch.agent",

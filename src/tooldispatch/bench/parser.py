@@ -341,6 +341,7 @@ class Report:
     """Everything ``bench parser`` measured in one run."""
 
     records: int
+    build: str = ""
     recovery: list[Recovery] = field(default_factory=list)
     buckets: Counter[str] = field(default_factory=Counter)
     formats: dict[str, Recovery] = field(default_factory=dict)
@@ -427,7 +428,7 @@ def run(directory: Path = CORPUS_DIR, *, rounds: int = 20) -> Report:
         The report; render it with ``tooldispatch.cli.parser_bench``.
     """
     records = load_corpus(directory)
-    report = Report(records=len(records))
+    report = Report(records=len(records), build=build())
     outcomes = {r.id: parse(r) for r in records}
     base = Recovery("json.loads only (strict baseline)")
     peer = Recovery("json_repair (lenient JSON peer)")
@@ -451,6 +452,15 @@ def run(directory: Path = CORPUS_DIR, *, rounds: int = 20) -> Report:
     report.sweep = sweep(rounds=rounds)
     report.slowest = _slowest(records)
     return report
+
+
+def build() -> str:
+    """Which build of the parser runs: the modules compiled with mypyc (``make compiled``) or the sources."""
+    from tooldispatch import _compiled
+
+    if _compiled.compiled("tooldispatch.parsing.core"):
+        return f"parser compiled with mypyc ({len(_compiled.extension_modules())} modules)"
+    return "parser running from its Python sources (`make compiled` builds the compiled modules)"
 
 
 def _well_formed(record: Record) -> bool:

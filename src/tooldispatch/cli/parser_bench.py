@@ -46,7 +46,7 @@ def tables(report: Report) -> list[Table]:
     for name, r in sorted(report.formats.items()):
         formats.add_row(name, str(r.records), f"{r.exact}/{r.expected}", f"{r.records_right}/{r.records}", str(r.wrong))
 
-    speed = Table(title="Speed on the same inputs (median round)")
+    speed = Table(title=f"Speed on the same inputs (median round; {report.build})")
     for column in ("inputs", "method", "exact calls", "µs per call", "MB/s"):
         speed.add_column(column, justify="left" if column in ("inputs", "method") else "right")
     for set_name, timings in report.timings.items():
@@ -59,7 +59,7 @@ def tables(report: Report) -> list[Table]:
                 f"{t.mb_per_s:.2f}",
             )
 
-    ratios = Table(title="Ratios against the targets")
+    ratios = Table(title=f"Ratios against the targets ({report.build})")
     for column in ("ratio", "measured", "target", "met", "detail"):
         ratios.add_column(column)
     for ratio in report.ratios:

@@ -53,7 +53,7 @@ _REASONING_OR_TOKENS = ("<|", "<｜", "think>", "THINK]")
 
 
 def parse_tool_calls(
-    text: str,
+    text: object,
     tools: ToolsInput,
     *,
     native_calls: Sequence[Any] | None = None,
@@ -65,7 +65,9 @@ def parse_tool_calls(
     """Turn one raw model output into tool calls, content and reasoning.
 
     Args:
-        text: the raw output (content as the model wrote it, reasoning markers included).
+        text: the raw output as a str (content as the model wrote it, reasoning markers included); ``None``
+            reads as empty. It is typed ``object`` so that any other value gets the ``TypeError`` below, in the
+            compiled build too.
         tools: the OpenAI tools list, bare function dicts, or ``{name: ToolSpec}``.
         native_calls: the OpenAI ``tool_calls`` list a server already extracted; their ``arguments``
             strings are decoded leniently and repaired like everything else.

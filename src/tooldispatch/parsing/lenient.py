@@ -195,9 +195,13 @@ def _decode_body(body: str, fixes: list[str]) -> str:
     out = _ESCAPE.sub(unescape, body)
     if bad:
         _note(fixes, "bad_escape")
-    if any("\ud800" <= ch <= "\udfff" for ch in out):
+    if any(_SURROGATE_FIRST <= ch <= _SURROGATE_LAST for ch in out):
         out = out.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return out
+
+
+# Written with chr(): a compiled build cannot hold lone surrogates in string literals.
+_SURROGATE_FIRST, _SURROGATE_LAST = chr(0xD800), chr(0xDFFF)
 
 
 def _note(fixes: list[str], fix: str) -> None:
