@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Bucket = Literal[
     "ok_strict",
@@ -28,8 +28,8 @@ Bucket = Literal[
 The names of the rejected buckets follow OpenRouter's tool-call error telemetry so that rates can be
 compared with what it publishes."""
 
-ACCEPTED_BUCKETS: frozenset[str] = frozenset({"ok_strict", "ok_fallback", "repaired"})
-REJECTED_BUCKETS: frozenset[str] = frozenset({"InvalidJson", "UnknownName", "SchemaMismatch", "Truncated"})
+ACCEPTED_BUCKETS: Final[frozenset[str]] = frozenset({"ok_strict", "ok_fallback", "repaired"})
+REJECTED_BUCKETS: Final[frozenset[str]] = frozenset({"InvalidJson", "UnknownName", "SchemaMismatch", "Truncated"})
 
 Stage = Literal["native", "strict", "fallback", "repair", "none"]
 """How far down the cascade an output (or one candidate) had to go."""
@@ -44,8 +44,8 @@ absent). ``bounded``: lossless plus unique nearest matches within a Levenshtein 
 RepairSpec = RepairLevel | Mapping[str, RepairLevel]
 """One level for every tool, or a per-tool mapping (tools not in it get ``bounded``)."""
 
-FLAG_IN_REASONING = "in_reasoning"
-FLAG_NO_CALL = "no_call"
+FLAG_IN_REASONING: Final = "in_reasoning"
+FLAG_NO_CALL: Final = "no_call"
 
 
 @dataclass(frozen=True, slots=True)

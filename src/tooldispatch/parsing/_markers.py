@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Final
 
-LEADS: dict[str, tuple[str, ...]] = {
+LEADS: Final[dict[str, tuple[str, ...]]] = {
     "<": (
         "<tool_call>",
         "<function=",
@@ -29,14 +30,14 @@ LEADS: dict[str, tuple[str, ...]] = {
     "`": ("```tool_code", "```tool_call"),
 }
 
-PY_LIST = "[call("
+PY_LIST: Final = "[call("
 """Pseudo-marker: a ``[name(`` list start, as in ``[get_weather(city="Paris")]``."""
-JSON_START = "{start"
+JSON_START: Final = "{start"
 """Pseudo-marker: the text's first non-blank character is ``{``."""
 
 # Linear: one bounded character class after a literal.
-_BLANK = re.compile(r"\s*")
-_PY_LIST = re.compile(r"\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
+_BLANK: Final = re.compile(r"\s*")
+_PY_LIST: Final = re.compile(r"\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
 
 
 def scan_markers(text: str) -> frozenset[str]:
@@ -70,11 +71,11 @@ def for_view(markers: frozenset[str], view: str) -> frozenset[str]:
 
 
 # Characters that are rare in prose and in argument strings: a marker is looked for at their occurrences.
-_RARE = frozenset("<>[]{}|`")
-_MAX_STEPS = 256  # occurrences tested one by one before one plain scan decides
-SHORT = 1536
+_RARE: Final = frozenset("<>[]{}|`")
+_MAX_STEPS: Final = 256  # occurrences tested one by one before one plain scan decides
+SHORT: Final = 1536
 """Below this many characters a plain scan (``in``, ``str.find``) is quicker than the calls that avoid it."""
-PLAIN_ANY = 200
+PLAIN_ANY: Final = 200
 """Below this many characters one ``in`` per marker is quicker than :func:`contains_any`'s lead-character pass."""
 
 

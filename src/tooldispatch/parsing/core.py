@@ -8,7 +8,7 @@ schema-guided repair and validation of every candidate → one bucket per candid
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._markers import SHORT, contains, contains_any, for_view, scan_markers
@@ -44,12 +44,12 @@ from tooldispatch.types import (
     ToolCall,
 )
 
-_LEVELS: frozenset[str] = frozenset({"bounded", "lossless", "none"})
-_STAGE_ORDER: tuple[Stage, ...] = ("none", "native", "strict", "fallback", "repair")
-_WRAPPER_FIXES = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
-_TAG_ONLY_FORMATS = frozenset({"auto", "hermes", "qwen", "hermes_list"})
-_JSON_FORMATS = frozenset({"auto", "llama3_json", "llama3", "json"})
-_REASONING_OR_TOKENS = ("<|", "<｜", "think>", "THINK]")
+_LEVELS: Final[frozenset[str]] = frozenset({"bounded", "lossless", "none"})
+_STAGE_ORDER: Final[tuple[Stage, ...]] = ("none", "native", "strict", "fallback", "repair")
+_WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
+_TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
+_JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
+_REASONING_OR_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")
 
 
 def parse_tool_calls(

@@ -38,7 +38,7 @@ import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from rapidfuzz.distance import Levenshtein
 
@@ -49,45 +49,47 @@ from tooldispatch.toolspec import ToolSpec
 
 __all__ = ["find_fallback"]
 
-NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name", "action")
-ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
-PLACEHOLDER_NAMES = frozenset(
+NAME_KEYS: Final = ("name", "function", "tool", "tool_name", "function_name", "action")
+ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
+PLACEHOLDER_NAMES: Final = frozenset(
     {"tool_name", "function_name", "tool", "function", "name", "func_name", "your_tool", "example", "tool_call"}
 )
-_SCHEMA_KEYWORDS = frozenset(
+_SCHEMA_KEYWORDS: Final = frozenset(
     {"type", "description", "enum", "items", "properties", "anyOf", "oneOf", "$ref", "default"}
 )
-_WRAPPER_TAGS = frozenset({"toolcall", "toolcalls", "functioncall", "functioncalls", "tools", "tool", "toolcode"})
-FIX_TAG = "wrapper_tag"
+_WRAPPER_TAGS: Final = frozenset(
+    {"toolcall", "toolcalls", "functioncall", "functioncalls", "tools", "tool", "toolcode"}
+)
+FIX_TAG: Final = "wrapper_tag"
 """Fix recorded when a tool-call tag was misspelled, re-cased or spaced (``<Tool_Call>``, ``<toolcall>``)."""
-_RESCAN_DEPTH = 2  # how many wrapper objects deep calls are looked for (``{"tool_calls": [{...}]}``)
+_RESCAN_DEPTH: Final = 2  # how many wrapper objects deep calls are looked for (``{"tool_calls": [{...}]}``)
 
-_TAG = re.compile(r"<\|?[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
-_FENCE = re.compile(r"```[ \t]*([\w+\-]*)[ \t]*\n?")
-_DQ_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
-_SQ_BODY = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
-_IN_OBJECT = re.compile(r"\{+|\}|[\"']")
-_IN_CALL = re.compile(r"[()\[\]{}\"']")
-_VALID_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
-_KWARG_START = re.compile(r"\s*[A-Za-z_]\w*\s*=(?!=)")
-_SEPARATORS = re.compile(r"[\s_\-]")
-_CLOSE_PAREN = re.compile(r"\s*\)")
-_REACT_BEFORE = re.compile(
+_TAG: Final = re.compile(r"<\|?[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
+_FENCE: Final = re.compile(r"```[ \t]*([\w+\-]*)[ \t]*\n?")
+_DQ_BODY: Final = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_SQ_BODY: Final = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
+_IN_OBJECT: Final = re.compile(r"\{+|\}|[\"']")
+_IN_CALL: Final = re.compile(r"[()\[\]{}\"']")
+_VALID_NAME: Final = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
+_KWARG_START: Final = re.compile(r"\s*[A-Za-z_]\w*\s*=(?!=)")
+_SEPARATORS: Final = re.compile(r"[\s_\-]")
+_CLOSE_PAREN: Final = re.compile(r"\s*\)")
+_REACT_BEFORE: Final = re.compile(
     r"Action[ \t]*:[ \t]*([A-Za-z_][\w.\-]{0,127})[ \t]*\r?\n[ \t]*Action[ \t]+Input[ \t]*:\s*\Z"
 )
-_DEF_BEFORE = re.compile(r"(?:def|class|function|fn)[ \t]+\Z")
-_SALVAGE_NAME = re.compile(
+_DEF_BEFORE: Final = re.compile(r"(?:def|class|function|fn)[ \t]+\Z")
+_SALVAGE_NAME: Final = re.compile(
     r"\{\s*[\"']?(?:name|function|tool|tool_name|function_name)[\"']?[ \t]*:[ \t]*[\"']([^\"'\n]{1,128})[\"']"
 )
-_SALVAGE_ARGS = re.compile(
+_SALVAGE_ARGS: Final = re.compile(
     r"[\"']?(?:arguments|parameters|args|input|tool_input|action_input|params)[\"']?[ \t]*:[ \t]*(?=[{\"'])"
 )
-_SALVAGE_KEYED = re.compile(r"\{\s*[\"']?([A-Za-z_][\w.\-]{0,127})[\"']?[ \t]*:[ \t]*(?=\{)")
-_PLACEHOLDER_TEXT = re.compile(r"\s*(?:\{\s*(?:\.\.\.|…)?\s*\}|\.\.\.|…|<[^<>]{0,40}>|\{\{[^{}]{0,40}\}\})\s*")
-_LIST_OPEN = re.compile(r"\[\s*\Z")
-_LIST_CLOSE = re.compile(r"\s*\]")
-_SEPARATOR = re.compile(r"[\s,;]*")
-_WINDOW = 256  # how far back a name outside its object is looked for
+_SALVAGE_KEYED: Final = re.compile(r"\{\s*[\"']?([A-Za-z_][\w.\-]{0,127})[\"']?[ \t]*:[ \t]*(?=\{)")
+_PLACEHOLDER_TEXT: Final = re.compile(r"\s*(?:\{\s*(?:\.\.\.|…)?\s*\}|\.\.\.|…|<[^<>]{0,40}>|\{\{[^{}]{0,40}\}\})\s*")
+_LIST_OPEN: Final = re.compile(r"\[\s*\Z")
+_LIST_CLOSE: Final = re.compile(r"\s*\]")
+_SEPARATOR: Final = re.compile(r"[\s,;]*")
+_WINDOW: Final = 256  # how far back a name outside its object is looked for
 
 
 @dataclass(slots=True)
@@ -737,7 +739,7 @@ def _parse_kwargs(inner: str) -> dict[str, Any] | None:
     return out
 
 
-_NAMED_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "none": None}
+_NAMED_LITERALS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None, "none": None}
 
 
 def _literal(node: ast.expr, depth: int) -> Any:

@@ -19,7 +19,7 @@ import functools
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.parsing._markers import PLAIN_ANY, SHORT, contains_any
 from tooldispatch.parsing._markers import find as find_marker
@@ -34,37 +34,37 @@ from tooldispatch.repair.validate import Check, fast_check
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
 
-HERMES = "hermes"
-LLAMA3_JSON = "llama3_json"
+HERMES: Final = "hermes"
+LLAMA3_JSON: Final = "llama3_json"
 
 # The same rules as ``json.loads``: JSON whitespace around one value, decoded by the C scanner.
-_JSON_WS = " \t\n\r"
-_JSON_WS_RUN = re.compile(r"[ \t\n\r]*")
+_JSON_WS: Final = " \t\n\r"
+_JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 # ``scan_once`` is the scanner ``json.loads`` runs after its wrappers; it is set on every decoder instance.
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 # A character that could start something another stage reads (see ``formats.hermes``).
 _anchor = re.compile(r"[{(<\[`]").search
 # Markers that make another format read the text (the ``<think>`` tag is handled here).
-_FOREIGN = ("<|", "<｜", "THINK]", "<arg_key>")
-_THINK = ("think>",)
-_TOKENS = ("<|", "<｜", "think>", "THINK]")  # what sends a bare JSON output to the cascade
-_BRACKET_THINK = ("THINK]",)
+_FOREIGN: Final = ("<|", "<｜", "THINK]", "<arg_key>")
+_THINK: Final = ("think>",)
+_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")  # what sends a bare JSON output to the cascade
+_BRACKET_THINK: Final = ("THINK]",)
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-_PLACEHOLDER_BODY_MAX = 400
-_LIST_GAP_MAX = 60  # the fallback stage looks this far back from a call for the list's opening bracket
-_NO_FLAGS: frozenset[str] = frozenset()
-_NO_CALL: frozenset[str] = frozenset({FLAG_NO_CALL})
-_IN_REASONING: frozenset[str] = frozenset({FLAG_IN_REASONING})
-_AS_STRING = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
+_PLACEHOLDER_BODY_MAX: Final = 400
+_LIST_GAP_MAX: Final = 60  # the fallback stage looks this far back from a call for the list's opening bracket
+_NO_FLAGS: Final[frozenset[str]] = frozenset()
+_NO_CALL: Final[frozenset[str]] = frozenset({FLAG_NO_CALL})
+_IN_REASONING: Final[frozenset[str]] = frozenset({FLAG_IN_REASONING})
+_AS_STRING: Final = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
 # Stage, bucket and repairs of a call accepted as written, by whether its arguments were a JSON string.
-_AS_WRITTEN: dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]] = {
+_AS_WRITTEN: Final[dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]]] = {
     False: ("strict", "ok_strict", ()),
     True: ("fallback", "ok_fallback", _AS_STRING),
 }
-_IDS = tuple(f"call_{i}" for i in range(64))
+_IDS: Final = tuple(f"call_{i}" for i in range(64))
 _OPEN_LEN, _CLOSE_LEN = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
 _checks: dict[str, tuple[ToolSpec, Check]] = {}
-_MISSING = object()
+_MISSING: Final = object()
 
 
 def strict_outcome(

@@ -35,11 +35,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["MAX_DEPTH", "LenientJSONError", "LenientResult", "loads_lenient"]
 
-MAX_DEPTH = 100
+MAX_DEPTH: Final = 100
 """The deepest nesting of arrays and objects accepted (tool arguments rarely pass 10)."""
 
 
@@ -70,22 +70,32 @@ class LenientResult:
     complete: bool = True
 
 
-_WS = re.compile(r"[ \t\r\n\ufeff\u00a0]*")
-_DQ_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
-_SQ_BODY = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
-_CONTROL = re.compile(r"[\x00-\x1f]")
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d*)?")
-_STRICT_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_IDENT = re.compile(r"[A-Za-z_$][\w$\-]*")
-_NON_FINITE = frozenset({"NaN", "nan", "Infinity", "infinity", "inf", "Inf"})
-_JSON_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
-_PY_LITERALS: dict[str, Any] = {"True": True, "False": False, "None": None}
-_LITERAL_PREFIXES = frozenset(w[:k] for w in (*_JSON_LITERALS, *_PY_LITERALS) for k in range(1, len(w)))
-_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
-_NUMBER_START = frozenset("-+.0123456789")
-_CLOSER_OF = {"{": "}", "[": "]"}
-_TOKEN = re.compile(
+_WS: Final = re.compile(r"[ \t\r\n\ufeff\u00a0]*")
+_DQ_BODY: Final = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_SQ_BODY: Final = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
+_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_CONTROL: Final = re.compile(r"[\x00-\x1f]")
+_NUMBER: Final = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d*)?")
+_STRICT_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_IDENT: Final = re.compile(r"[A-Za-z_$][\w$\-]*")
+_NON_FINITE: Final = frozenset({"NaN", "nan", "Infinity", "infinity", "inf", "Inf"})
+_JSON_LITERALS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None}
+_PY_LITERALS: Final[dict[str, Any]] = {"True": True, "False": False, "None": None}
+_LITERAL_PREFIXES: Final = frozenset(w[:k] for w in (*_JSON_LITERALS, *_PY_LITERALS) for k in range(1, len(w)))
+_SIMPLE_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "'": "'",
+}
+_NUMBER_START: Final = frozenset("-+.0123456789")
+_CLOSER_OF: Final = {"{": "}", "[": "]"}
+_TOKEN: Final = re.compile(
     r"""[ \t\r\n\ufeff\u00a0]*(?:
     ([{\[])
     |([}\]])
@@ -99,17 +109,17 @@ _TOKEN = re.compile(
     re.DOTALL | re.VERBOSE,
 )
 _T_OPEN, _T_CLOSE, _T_COMMA, _T_COLON, _T_STRING, _T_NUMBER, _T_LITERAL, _T_OTHER = range(1, 9)
-_MISSING: Any = object()  # a scalar cut off before anything of it could be read
+_MISSING: Final[Any] = object()  # a scalar cut off before anything of it could be read
 
 # Parser states: what the next token may be.
-_VALUE = 0  # any value (top level, after a colon)
-_ARR_FIRST = 1  # a value or "]" (just after "[")
-_ARR_AFTER_COMMA = 2  # a value or "]" (a "]" here means a trailing comma)
-_ARR_NEXT = 3  # "," or "]"
-_OBJ_FIRST = 4  # a key or "}" (just after "{")
-_OBJ_AFTER_COMMA = 5  # a key or "}" (a "}" here means a trailing comma)
-_OBJ_NEXT = 6  # "," or "}"
-_COLON = 7  # ":" after a key
+_VALUE: Final = 0  # any value (top level, after a colon)
+_ARR_FIRST: Final = 1  # a value or "]" (just after "[")
+_ARR_AFTER_COMMA: Final = 2  # a value or "]" (a "]" here means a trailing comma)
+_ARR_NEXT: Final = 3  # "," or "]"
+_OBJ_FIRST: Final = 4  # a key or "}" (just after "{")
+_OBJ_AFTER_COMMA: Final = 5  # a key or "}" (a "}" here means a trailing comma)
+_OBJ_NEXT: Final = 6  # "," or "}"
+_COLON: Final = 7  # ":" after a key
 
 
 def loads_lenient(text: str) -> LenientResult:
@@ -151,7 +161,7 @@ def _reject_constant(name: str) -> Any:
     raise LenientJSONError(f"{name} is not a JSON number", 0)
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 # The string scanner behind ``json`` (C-accelerated; missing from the type stubs).
 scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import FIX_ARGUMENTS_STRING, decode_json
 
-FORMAT = "openai"
+FORMAT: Final = "openai"
 
 
 def _field(obj: Any, key: str) -> Any:

@@ -24,7 +24,7 @@ import bisect
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing.formats._common import (
@@ -39,12 +39,12 @@ SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
 _Splitter = Callable[[int, int, bool], list[Segment]]
 
-_TAG_PAIRS: tuple[tuple[str, str], ...] = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
+_TAG_PAIRS: Final[tuple[tuple[str, str], ...]] = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
 
-_H_START = "<|start|>"
-_H_CHANNEL = "<|channel|>"
-_H_MESSAGE = "<|message|>"
-_H_ENDS: tuple[str, ...] = ("<|end|>", "<|call|>", "<|return|>")
+_H_START: Final = "<|start|>"
+_H_CHANNEL: Final = "<|channel|>"
+_H_MESSAGE: Final = "<|message|>"
+_H_ENDS: Final[tuple[str, ...]] = ("<|end|>", "<|call|>", "<|return|>")
 
 
 @dataclass(frozen=True, slots=True)

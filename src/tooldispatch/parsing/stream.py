@@ -28,6 +28,7 @@ import re
 import time
 from collections.abc import Container
 from dataclasses import dataclass
+from typing import Final
 
 import regex
 
@@ -86,12 +87,12 @@ class CallReady:
 StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady
 """Every event :class:`StreamParser` emits."""
 
-_TIMEOUT_S = 1.0  # every pattern below is bounded; the timeout is a guard, not a budget
-_MAX_HEADER = 512
+_TIMEOUT_S: Final = 1.0  # every pattern below is bounded; the timeout is a guard, not a budget
+_MAX_HEADER: Final = 512
 
 # What may start a call (or reasoning, or a harmony header) in content. Each alternative is short and
 # bounded, so a partial match at the end of the text is held back only briefly.
-_STATIC_TRIGGERS = r"""
+_STATIC_TRIGGERS: Final = r"""
     (?P<think><think>|\[THINK\])
   | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
   | (?P<harmony_junk><\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>)
@@ -105,9 +106,9 @@ _STATIC_TRIGGERS = r"""
   | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
   | (?P<brace>\{)
 """
-_REASONING_CLOSERS = {"<think>": r"</think>", "[THINK]": r"\[/THINK\]", "harmony": r"<\|end\|>|<\|start\|>"}
-_TAG_CLOSE = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
-_CLOSERS = {
+_REASONING_CLOSERS: Final = {"<think>": r"</think>", "[THINK]": r"\[/THINK\]", "harmony": r"<\|end\|>|<\|start\|>"}
+_TAG_CLOSE: Final = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
+_CLOSERS: Final = {
     "python_start": re.compile(re.escape("<|python_end|>")),
     "deepseek": re.compile(r"<[｜|]tool[▁_ ]calls[▁_ ]end[｜|]>"),
     "qwen_fn": re.compile(re.escape("</function>")),
@@ -115,23 +116,23 @@ _CLOSERS = {
     "fence": re.compile(re.escape("```")),
     "harmony_call": re.compile(r"<\|call\|>|<\|end\|>|<\|return\|>"),
 }
-_TAIL = 64  # how much of a segment is kept to find a closing marker split across deltas
-_BRACKETS = re.compile(r"[{}\[\]()\"'\\]")
+_TAIL: Final = 64  # how much of a segment is kept to find a closing marker split across deltas
+_BRACKETS: Final = re.compile(r"[{}\[\]()\"'\\]")
 
 _CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
-_STATIC_STARTS = frozenset("<[{`")
-_REASONING_STOPS = frozenset("<[")  # every reasoning closer starts with one of these
-_BALANCED = frozenset({"brace", "list", "name"})
-_BRACKET_CHARS = frozenset("{}[]()\"'\\")
-_CLOSER_LAST = frozenset(">`")
-_NOTHING: frozenset[str] = frozenset()  # every closing marker of a held segment ends with one of these
+_STATIC_STARTS: Final = frozenset("<[{`")
+_REASONING_STOPS: Final = frozenset("<[")  # every reasoning closer starts with one of these
+_BALANCED: Final = frozenset({"brace", "list", "name"})
+_BRACKET_CHARS: Final = frozenset("{}[]()\"'\\")
+_CLOSER_LAST: Final = frozenset(">`")
+_NOTHING: Final[frozenset[str]] = frozenset()  # every closing marker of a held segment ends with one of these
 # Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
 # would only say "partial match at the start", so it is skipped.
-_LITERAL_OPENERS = ("<tool_call>", "<think>")
-_OPENER_PREFIXES = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in range(1, len(lit)))
-_LITERAL_CLOSERS = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
-_HOLD = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
-_NEWLINE = frozenset("\n")
+_LITERAL_OPENERS: Final = ("<tool_call>", "<think>")
+_OPENER_PREFIXES: Final = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in range(1, len(lit)))
+_LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
+_HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
+_NEWLINE: Final = frozenset("\n")
 
 
 class _Anything:
@@ -143,15 +144,15 @@ class _Anything:
         return True
 
 
-_ANYTHING = _Anything()
+_ANYTHING: Final = _Anything()
 # For a held text that is a strict prefix of a literal opener, the characters that keep it one.
-_OPENER_NEXT = {
+_OPENER_NEXT: Final = {
     prefix: "".join(
         sorted(lit[len(prefix)] for lit in _LITERAL_OPENERS if lit.startswith(prefix) and len(lit) > len(prefix) + 1)
     )
     for prefix in _OPENER_PREFIXES
 }
-_TRAILING_WORD = re.compile(r"(?<![\w.])[\w.\-]+\Z")
+_TRAILING_WORD: Final = re.compile(r"(?<![\w.])[\w.\-]+\Z")
 
 
 def _wordish(char: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from tooldispatch.repair.names import by_nearness, match_token, resolve_name
 from tooldispatch.repair.types import json_type
@@ -14,7 +14,7 @@ from tooldispatch.repair.walk import Walk, repair_value
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import Repair, RepairLevel
 
-_MAX_LISTED_TOOLS = 20
+_MAX_LISTED_TOOLS: Final = 20
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
@@ -18,10 +19,10 @@ from rapidfuzz.distance import Levenshtein
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import Repair, RepairLevel
 
-MAX_DISTANCE = 2
+MAX_DISTANCE: Final = 2
 """The largest edit distance a ``bounded`` repair may bridge."""
 
-_SEPARATORS = re.compile(r"[\s_\-.]+")
+_SEPARATORS: Final = re.compile(r"[\s_\-.]+")
 
 
 def canonical(token: str) -> str:

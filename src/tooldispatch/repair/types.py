@@ -13,9 +13,9 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-JSON_TYPES: dict[type, str] = {
+JSON_TYPES: Final[dict[type, str]] = {
     str: "string",
     bool: "boolean",
     int: "integer",
@@ -25,8 +25,8 @@ JSON_TYPES: dict[type, str] = {
     type(None): "null",
 }
 
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-_MAX_REF_HOPS = 32
+_JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_REF_HOPS: Final = 32
 
 
 def json_type(value: Any) -> str:

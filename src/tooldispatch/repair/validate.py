@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
@@ -23,19 +23,19 @@ from tooldispatch.errors import ConfigError
 
 Check = Callable[[Any], bool]
 
-_CACHE_LIMIT = 1024
+_CACHE_LIMIT: Final = 1024
 _validators: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
 _checks: dict[int, tuple[Mapping[str, Any], Check | None]] = {}
 # Second level, by content: a caller that rebuilds equal tool declarations every turn still compiles once.
 _validators_by_content: dict[str, jsonschema.protocols.Validator] = {}
 _checks_by_content: dict[str, Check | None] = {}
 
-_ANNOTATIONS = frozenset(
+_ANNOTATIONS: Final = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"}
 )
-_CONTAINERS = frozenset({"$defs", "definitions", "$schema"})
-_MAX_COMPILE_DEPTH = 24
-_REQUIRED = re.compile(r"^'(.+)' is a required property$")
+_CONTAINERS: Final = frozenset({"$defs", "definitions", "$schema"})
+_MAX_COMPILE_DEPTH: Final = 24
+_REQUIRED: Final = re.compile(r"^'(.+)' is a required property$")
 
 
 def validator_for(schema: Mapping[str, Any], *, tool: str = "") -> jsonschema.protocols.Validator:
@@ -96,7 +96,7 @@ def _is_number(value: Any) -> bool:
     return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
-_TYPE_CHECKS: dict[str, Check] = {
+_TYPE_CHECKS: Final[dict[str, Check]] = {
     "string": lambda v: type(v) is str,
     "integer": lambda v: type(v) is int,
     "number": _is_number,

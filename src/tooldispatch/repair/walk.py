@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.repair.enums import fix_enum, in_enum
 from tooldispatch.repair.keys import plan_keys
 from tooldispatch.repair.types import allows_null, coerce, declared_types, json_type, resolve_ref, type_matches
 from tooldispatch.types import Repair, RepairLevel
 
-_MAX_DEPTH = 64
+_MAX_DEPTH: Final = 64
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._markers import scan_markers
@@ -44,7 +45,7 @@ class Format:
     find: Callable[[str], list[RawCall]]
 
 
-FORMATS: dict[str, Format] = {
+FORMATS: Final[dict[str, Format]] = {
     f.name: f
     for f in (
         Format("hermes", hermes.MARKERS, hermes.find),
@@ -61,14 +62,14 @@ FORMATS: dict[str, Format] = {
     )
 }
 """Every strict format, in the order ties between overlapping finds are settled."""
-_AUTO: tuple[Format, ...] = (
+_AUTO: Final[tuple[Format, ...]] = (
     # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body.
     Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags),
     *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
 )
 
 
-ALIASES: dict[str, tuple[str, ...]] = {
+ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "qwen": ("hermes",),
     "hermes_list": ("hermes",),
     "glm45": ("glm",),

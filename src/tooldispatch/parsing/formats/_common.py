@@ -12,30 +12,30 @@ import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Final, Literal, overload
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
 
-FIX_UNCLOSED = "unclosed_tag"
+FIX_UNCLOSED: Final = "unclosed_tag"
 """Fix recorded when a block's closing marker is missing (the block ran into the next one or the end)."""
-FIX_INCOMPLETE = "missing_closer"
+FIX_INCOMPLETE: Final = "missing_closer"
 """Fix recorded when the arguments themselves were cut off (the lenient decoder's name for it)."""
-FIX_ARGUMENTS_STRING = "arguments_as_string"
+FIX_ARGUMENTS_STRING: Final = "arguments_as_string"
 """Fix recorded when the arguments were a JSON string holding the object."""
-FIX_FLATTENED = "flattened_arguments"
+FIX_FLATTENED: Final = "flattened_arguments"
 """Fix recorded when the arguments sat next to ``name`` instead of under ``arguments``."""
-FIX_FENCE = "fence"
+FIX_FENCE: Final = "fence"
 """Fix recorded when a Markdown code fence wrapped a payload that should be bare."""
 
 # Linear: each alternative starts with a different character, string bodies cannot overlap.
-_DQ_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]()]', re.DOTALL)
-_PY_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|[{}\[\]()]', re.DOTALL)
-_WS = re.compile(r"\s*")
-_NAME = re.compile(r"[A-Za-z_][\w.\-:]{0,127}")
-_FENCE = re.compile(r"\A```[A-Za-z_]*[ \t]*\n?(.*?)\n?[ \t]*```\s*\Z", re.DOTALL)
+_DQ_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]()]', re.DOTALL)
+_PY_TOKENS: Final = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|[{}\[\]()]', re.DOTALL)
+_WS: Final = re.compile(r"\s*")
+_NAME: Final = re.compile(r"[A-Za-z_][\w.\-:]{0,127}")
+_FENCE: Final = re.compile(r"\A```[A-Za-z_]*[ \t]*\n?(.*?)\n?[ \t]*```\s*\Z", re.DOTALL)
 
-PLACEHOLDER_NAMES = frozenset(
+PLACEHOLDER_NAMES: Final = frozenset(
     {
         "tool_name",
         "function_name",
@@ -46,10 +46,10 @@ PLACEHOLDER_NAMES = frozenset(
         "example_tool",
     }
 )
-_PLACEHOLDER_MAX = 400
-_PLACEHOLDER_MARKS = ("<function-name>", "<args-json-object>", "{...}", "<tool-name>", "<function_name>")
+_PLACEHOLDER_MAX: Final = 400
+_PLACEHOLDER_MARKS: Final = ("<function-name>", "<args-json-object>", "{...}", "<tool-name>", "<function_name>")
 # Linear: an alternation of literals.
-_PLACEHOLDER_MARK = re.compile("|".join(re.escape(mark) for mark in _PLACEHOLDER_MARKS))
+_PLACEHOLDER_MARK: Final = re.compile("|".join(re.escape(mark) for mark in _PLACEHOLDER_MARKS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,7 @@ def balanced_end(text: str, start: int, *, python: bool = False, limit: int | No
     return -1
 
 
-_DEPTH_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.DOTALL)
+_DEPTH_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.DOTALL)
 
 
 def missing_closers(text: str) -> int | None:
@@ -175,7 +175,7 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
     return len(body) <= _PLACEHOLDER_MAX and _PLACEHOLDER_MARK.search(body) is not None
 
 
-_SCHEMA_KEYS = frozenset(
+_SCHEMA_KEYS: Final = frozenset(
     {"type", "properties", "required", "additionalProperties", "description", "title", "$schema", "$defs"}
 )
 
@@ -341,7 +341,7 @@ def call_from_json_text(
     )
 
 
-_NAME_FIELD = re.compile(r'["\']name["\']\s*:\s*["\']([^"\'\n]{1,128})["\']')
+_NAME_FIELD: Final = re.compile(r'["\']name["\']\s*:\s*["\']([^"\'\n]{1,128})["\']')
 
 
 def guess_name(payload: str) -> str | None:
@@ -432,8 +432,8 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
             return
 
 
-_DECODER = json.JSONDecoder()
-_JSON_WS_RUN = re.compile(r"[ \t\n\r]*")
+_DECODER: Final = json.JSONDecoder()
+_JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 
 
 def _closer_after_json(text: str, body: int, close_tag: str) -> int:
@@ -523,9 +523,9 @@ def calls_from_payload(
     ]
 
 
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
-_IDENT_ONLY = re.compile(r"\s*[A-Za-z_][\w.\-]{0,127}\s*\Z")
+TOOL_CALL_OPEN: Final = "<tool_call>"
+TOOL_CALL_CLOSE: Final = "</tool_call>"
+_IDENT_ONLY: Final = re.compile(r"\s*[A-Za-z_][\w.\-]{0,127}\s*\Z")
 
 
 def tool_call_body_kind(text: str, start: int, end: int) -> str:

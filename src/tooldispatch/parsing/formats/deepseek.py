@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
@@ -30,9 +31,9 @@ from tooldispatch.parsing.formats._common import (
     strip_fence,
 )
 
-FORMAT_V3 = "deepseek_v3"
-FORMAT_V31 = "deepseek_v31"
-MARKERS: tuple[str, ...] = ("<|tool", "<｜tool")
+FORMAT_V3: Final = "deepseek_v3"
+FORMAT_V31: Final = "deepseek_v31"
+MARKERS: Final[tuple[str, ...]] = ("<|tool", "<｜tool")
 
 
 def _token(words: str) -> re.Pattern[str]:
@@ -43,11 +44,11 @@ def _token(words: str) -> re.Pattern[str]:
     return re.compile(r"<[|｜]\s{0,2}" + body + r"\s{0,2}[|｜]>")
 
 
-_CALLS_BEGIN = _token("tool calls begin")
-_CALLS_END = _token("tool calls end")
-_CALL_BEGIN = _token("tool call begin")
-_CALL_END = _token("tool call end")
-_SEP = _token("tool sep")
+_CALLS_BEGIN: Final = _token("tool calls begin")
+_CALLS_END: Final = _token("tool calls end")
+_CALL_BEGIN: Final = _token("tool call begin")
+_CALL_END: Final = _token("tool call end")
+_SEP: Final = _token("tool sep")
 
 
 def _positions(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import pythonic
@@ -14,11 +15,11 @@ from tooldispatch.parsing.formats._common import (
     skip_ws,
 )
 
-FORMAT = "gemma"
-MARKERS: tuple[str, ...] = ("```tool_code", "```tool_call")
-_FENCE_CLOSE = "```"
+FORMAT: Final = "gemma"
+MARKERS: Final[tuple[str, ...]] = ("```tool_code", "```tool_call")
+_FENCE_CLOSE: Final = "```"
 # Linear: a literal prefix and one alternation of literals.
-_FENCE_OPEN = re.compile(r"```(?:tool_code|tool_call)[ \t]*\n?")
+_FENCE_OPEN: Final = re.compile(r"```(?:tool_code|tool_call)[ \t]*\n?")
 
 
 def find(text: str) -> list[RawCall]:

@@ -7,7 +7,7 @@ schema-guided repair to convert.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
@@ -24,8 +24,8 @@ from tooldispatch.parsing.formats._common import (
     xml_value,
 )
 
-FORMAT = "glm"
-MARKERS: tuple[str, ...] = (TOOL_CALL_OPEN,)
+FORMAT: Final = "glm"
+MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
 
 _KEY_OPEN, _KEY_CLOSE = "<arg_key>", "</arg_key>"
 _VALUE_OPEN, _VALUE_CLOSE = "<arg_value>", "</arg_value>"

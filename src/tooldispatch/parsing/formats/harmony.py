@@ -12,6 +12,7 @@ Output usually starts at ``<|channel|>`` because the prompt already holds ``<|st
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
@@ -22,13 +23,13 @@ from tooldispatch.parsing.formats._common import (
     make_call,
 )
 
-FORMAT = "harmony"
+FORMAT: Final = "harmony"
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
-MARKERS: tuple[str, ...] = (CHANNEL, START)
-END_TOKENS: tuple[str, ...] = ("<|call|>", "<|end|>", "<|return|>")
-_MAX_HEADER = 512
+MARKERS: Final[tuple[str, ...]] = (CHANNEL, START)
+END_TOKENS: Final[tuple[str, ...]] = ("<|call|>", "<|end|>", "<|return|>")
+_MAX_HEADER: Final = 512
 # Linear: a literal then one bounded character class.
-_RECIPIENT = re.compile(r"to=([^\s<]{1,160})")
+_RECIPIENT: Final = re.compile(r"to=([^\s<]{1,160})")
 
 
 def find(text: str) -> list[RawCall]:

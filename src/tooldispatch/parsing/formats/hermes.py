@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from typing import Final
 
 from tooldispatch.parsing._markers import SHORT, contains_any
 from tooldispatch.parsing._markers import find as find_marker
@@ -24,8 +25,8 @@ from tooldispatch.parsing.formats._common import (
     tool_call_body_kind,
 )
 
-FORMAT = "hermes"
-MARKERS: tuple[str, ...] = (TOOL_CALL_OPEN,)
+FORMAT: Final = "hermes"
+MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
 
 
 def find(text: str) -> list[RawCall]:
@@ -66,10 +67,10 @@ def find_tool_call_tags(text: str) -> list[RawCall]:
 
 # Characters that could start something another stage reads: a tag or marker, a JSON object or list, a
 # python call, a fence. Text outside the blocks that holds none of them cannot hold a call.
-_ANCHORS = re.compile(r"[{(<\[`]")
+_ANCHORS: Final = re.compile(r"[{(<\[`]")
 # Markers that make the reasoning split or another format's reading differ from hermes blocks alone.
-_FOREIGN = ("<|", "<｜", "THINK]", "<arg_key>")
-_MISSING = object()
+_FOREIGN: Final = ("<|", "<｜", "THINK]", "<arg_key>")
+_MISSING: Final = object()
 
 
 def find_only_tool_call_tags(text: str, start: int = 0, end: int | None = None) -> tuple[list[RawCall], str] | None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+from typing import Final
 
 from tooldispatch.parsing._markers import JSON_START
 from tooldispatch.parsing._raw import RawCall
@@ -27,13 +28,13 @@ from tooldispatch.parsing.formats._common import (
     split_call_object,
 )
 
-FORMAT_LLAMA3 = "llama3_json"
-FORMAT_LLAMA4 = "llama4"
-PYTHON_TAG = "<|python_tag|>"
+FORMAT_LLAMA3: Final = "llama3_json"
+FORMAT_LLAMA4: Final = "llama4"
+PYTHON_TAG: Final = "<|python_tag|>"
 PY_START, PY_END = "<|python_start|>", "<|python_end|>"
-MARKERS_LLAMA3: tuple[str, ...] = (PYTHON_TAG, JSON_START)
-MARKERS_LLAMA4: tuple[str, ...] = (PY_START,)
-_END_TOKENS = ("<|eom_id|>", "<|eot_id|>")
+MARKERS_LLAMA3: Final[tuple[str, ...]] = (PYTHON_TAG, JSON_START)
+MARKERS_LLAMA4: Final[tuple[str, ...]] = (PY_START,)
+_END_TOKENS: Final = ("<|eom_id|>", "<|eot_id|>")
 
 
 def find_llama3(text: str) -> list[RawCall]:

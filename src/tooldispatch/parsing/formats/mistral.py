@@ -7,6 +7,8 @@ from v11 it is ``name[ARGS]{…}`` (older builds: ``name{…}``), with an option
 
 from __future__ import annotations
 
+from typing import Final
+
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
     FIX_UNCLOSED,
@@ -21,11 +23,11 @@ from tooldispatch.parsing.formats._common import (
     split_call_object,
 )
 
-FORMAT = "mistral"
-TOKEN = "[TOOL_CALLS]"
-MARKERS: tuple[str, ...] = (TOKEN,)
-_ARGS = "[ARGS]"
-_CALL_ID = "[CALL_ID]"
+FORMAT: Final = "mistral"
+TOKEN: Final = "[TOOL_CALLS]"
+MARKERS: Final[tuple[str, ...]] = (TOKEN,)
+_ARGS: Final = "[ARGS]"
+_CALL_ID: Final = "[CALL_ID]"
 
 
 def find(text: str) -> list[RawCall]:

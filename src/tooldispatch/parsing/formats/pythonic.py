@@ -9,19 +9,19 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.parsing._markers import PY_LIST
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import balanced_end, make_call, match_name, parse_python, skip_ws
 
-FORMAT = "pythonic"
-MARKERS: tuple[str, ...] = (PY_LIST,)
+FORMAT: Final = "pythonic"
+MARKERS: Final[tuple[str, ...]] = (PY_LIST,)
 
 # Linear: anchored at a line start, no nested quantifiers.
-_LIST_START = re.compile(r"^[ \t]*\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(", re.MULTILINE)
-_NAMESPACES = frozenset({"functions", "default_api", "tools", "api"})
-_JSON_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+_LIST_START: Final = re.compile(r"^[ \t]*\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(", re.MULTILINE)
+_NAMESPACES: Final = frozenset({"functions", "default_api", "tools", "api"})
+_JSON_NAMES: Final = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 
 
 @dataclass(frozen=True, slots=True)

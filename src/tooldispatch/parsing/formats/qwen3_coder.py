@@ -6,15 +6,16 @@ Usually wrapped in ``<tool_call>…</tool_call>``, sometimes not. Values are str
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 
-FORMAT = "qwen3_coder"
-MARKERS: tuple[str, ...] = ("<function=",)
+FORMAT: Final = "qwen3_coder"
+MARKERS: Final[tuple[str, ...]] = ("<function=",)
 
-DIALECT = XmlDialect(
+DIALECT: Final = XmlDialect(
     fmt=FORMAT,
     item_prefix="<function=",
     item_open=re.compile(r"<function=([^>\n]{1,128})>"),

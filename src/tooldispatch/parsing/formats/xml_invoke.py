@@ -8,15 +8,16 @@ objects and arrays are decoded.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 
-FORMAT = "xml_invoke"
-MARKERS: tuple[str, ...] = ("<invoke",)
+FORMAT: Final = "xml_invoke"
+MARKERS: Final[tuple[str, ...]] = ("<invoke",)
 
-DIALECT = XmlDialect(
+DIALECT: Final = XmlDialect(
     fmt=FORMAT,
     item_prefix="<invoke",
     item_open=re.compile(r"<invoke\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
