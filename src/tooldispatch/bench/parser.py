@@ -226,11 +226,11 @@ def stream_parse(pieces: Sequence[str], tools: Mapping[str, ToolSpec]) -> int:
 class _IdleParser:
     """A stream consumer's floor: ``feed`` and ``close`` that do nothing but return no events."""
 
-    def feed(self, delta: str) -> list[object]:
-        return []
+    def feed(self, delta: str) -> tuple[object, ...]:
+        return ()
 
-    def close(self) -> list[object]:
-        return []
+    def close(self) -> tuple[object, ...]:
+        return ()
 
 
 def idle_stream(pieces: Sequence[str]) -> int:

@@ -107,6 +107,7 @@ _STATIC_TRIGGERS: Final = r"""
   | (?P<brace>\{)
 """
 _REASONING_CLOSERS: Final = {"<think>": r"</think>", "[THINK]": r"\[/THINK\]", "harmony": r"<\|end\|>|<\|start\|>"}
+_CLOSER_PATTERNS: Final = {closer: regex.compile(closer) for closer in _REASONING_CLOSERS.values()}
 _TAG_CLOSE: Final = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
 _CLOSERS: Final = {
     "python_start": re.compile(re.escape("<|python_end|>")),
@@ -133,6 +134,7 @@ _OPENER_PREFIXES: Final = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in
 _LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
 _HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _NEWLINE: Final = frozenset("\n")
+_NO_EVENTS: Final[tuple[StreamEvent, ...]] = ()
 
 
 class _Anything:
@@ -204,7 +206,7 @@ class StreamParser:
         self._chunks: list[str] = []
         self._pending = ""
         self._mode = _REASONING if reasoning_open else _CONTENT
-        self._reasoning_closer = regex.compile(_REASONING_CLOSERS["<think>"])
+        self._reasoning_closer = _CLOSER_PATTERNS[_REASONING_CLOSERS["<think>"]]
         self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
@@ -235,8 +237,8 @@ class StreamParser:
         """The final outcome, equal to ``parse_tool_calls`` on the whole text; ``None`` until :meth:`close`."""
         return self._outcome
 
-    def feed(self, delta: str) -> list[StreamEvent]:
-        """Take the next piece of text and return the events it completes.
+    def feed(self, delta: str) -> tuple[StreamEvent, ...]:
+        """Take the next piece of text and return the events it completes (a tuple, most often empty).
 
         Raises:
             RuntimeError: the parser was already closed.
@@ -247,17 +249,17 @@ class StreamParser:
                 hold = self._hold
                 hold.append(delta)
                 if len(hold) < _HOLD:
-                    return []
+                    return _NO_EVENTS
                 return self._flush()
             if delta in self._next:
                 # Still a strict prefix of ``<tool_call>``, ``<think>`` or the reasoning's closer: nothing resolves yet.
                 self._pending += delta
                 self._chunks.append(delta)
                 self._next = self._next_chars()
-                return []
+                return _NO_EVENTS
         return self._feed(delta)
 
-    def _feed(self, delta: str) -> list[StreamEvent]:
+    def _feed(self, delta: str) -> tuple[StreamEvent, ...]:
         """:meth:`feed` for every delta its two quick checks do not settle."""
         quiet = self._quiet
         if quiet is not None and len(delta) == 1:
@@ -270,16 +272,16 @@ class StreamParser:
                 hold = self._hold
                 hold.append(delta)
                 if len(hold) < _HOLD and delta != "\n":
-                    return []
+                    return _NO_EVENTS
                 return self._flush()
             if quiet is _BRACKET_CHARS and self._extend_balanced(delta):
                 self._chunks.append(delta)
-                return []
+                return _NO_EVENTS
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
-            return []
-        released = self._flush() if self._hold else []
+            return _NO_EVENTS
+        released = self._flush() if self._hold else _NO_EVENTS
         self._chunks.append(delta)
         if not self._pending:  # fast paths: plain content, plain reasoning
             if self._mode == _CONTENT and (
@@ -291,10 +293,10 @@ class StreamParser:
                 or (len(delta) > 1 and not self._may_start_call(delta))
             ):
                 self._last = delta[-1]
-                return [*released, ContentText(delta)]
+                return (*released, ContentText(delta))
             if self._mode == _REASONING and "<" not in delta and "[" not in delta:
-                return [*released, ReasoningText(delta)]
-        self._events = released
+                return (*released, ReasoningText(delta))
+        self._events = list(released)
         text = self._pending + delta
         self._pending = ""
         while text:
@@ -305,7 +307,7 @@ class StreamParser:
             else:
                 text = self._segment(text)
         self._set_quiet(self._gather_stops())
-        return self._events
+        return tuple(self._events)
 
     def _set_quiet(self, quiet: frozenset[str] | None) -> None:
         """Set the characters that end the gathering, and what :meth:`feed` checks first."""
@@ -340,7 +342,7 @@ class StreamParser:
             return _BRACKET_CHARS
         return _NOTHING if self._seg_kind == "open_ended" else _CLOSER_LAST
 
-    def _flush(self) -> list[StreamEvent]:
+    def _flush(self) -> tuple[StreamEvent, ...]:
         """Give out the gathered one-character deltas: one event, or added to the held segment."""
         text = "".join(self._hold)
         self._hold.clear()
@@ -351,11 +353,11 @@ class StreamParser:
                 self._seg_len += len(text)
             elif self._seg_kind != "open_ended":
                 self._seg_tail = (self._seg_tail + text)[-_TAIL:]
-            return []
+            return _NO_EVENTS
         if self._mode == _REASONING:
-            return [ReasoningText(text)]
+            return (ReasoningText(text),)
         self._last = text[-1]
-        return [ContentText(text)]
+        return (ContentText(text),)
 
     def _extend_balanced(self, char: str) -> bool:
         """Track one bracket, quote or backslash of a balanced segment; ``False`` when it balances the segment.
@@ -383,7 +385,7 @@ class StreamParser:
         self._seg.append(char)
         return True
 
-    def close(self, finish_reason: str | None = None) -> list[StreamEvent]:
+    def close(self, finish_reason: str | None = None) -> tuple[StreamEvent, ...]:
         """End the stream: report what was held back, and compute :attr:`outcome`.
 
         Args:
@@ -393,8 +395,8 @@ class StreamParser:
             The last events: held content, calls reported only now (see the module notes).
         """
         if self._mode == _CLOSED:
-            return []
-        self._events = self._flush() if self._hold else []
+            return _NO_EVENTS
+        self._events = list(self._flush()) if self._hold else []
         self._set_quiet(None)
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
@@ -426,7 +428,7 @@ class StreamParser:
         if [(c.name, c.arguments) for c in final[: len(reported)]] == reported:
             for call in final[len(reported) :]:
                 self._emit_call(call)
-        return self._events
+        return tuple(self._events)
 
     # -- modes ------------------------------------------------------------------------------------------
 
@@ -516,7 +518,7 @@ class StreamParser:
     def _enter_reasoning(self, closer: str) -> None:
         self._mode = _REASONING
         self._closer_literal = _LITERAL_CLOSERS.get(closer)
-        self._reasoning_closer = regex.compile(closer)
+        self._reasoning_closer = _CLOSER_PATTERNS[closer]
 
     # -- call segments ------------------------------------------------------------------------------
 

@@ -96,8 +96,8 @@ def test_outcome_equals_whole_text_parse_in_random_chunks(text: str, seed: int) 
 def test_call_is_reported_when_its_closing_tag_arrives() -> None:
     """CallReady comes with the delta that completes the closing tag, before close()."""
     parser = StreamParser(TOOLS)
-    assert parser.feed("Checking. ") == [ContentText("Checking. ")]
-    assert parser.feed(HERMES[:-1]) == []
+    assert parser.feed("Checking. ") == (ContentText("Checking. "),)
+    assert parser.feed(HERMES[:-1]) == ()
     events = parser.feed(">")
     assert [
         (type(e).__name__, e.call.name, e.call.arguments, e.call.id) for e in events if isinstance(e, CallReady)
@@ -108,20 +108,20 @@ def test_call_is_reported_when_its_closing_tag_arrives() -> None:
 def test_possible_call_prefixes_are_held_back_until_resolved() -> None:
     """``<tool``, ``[TOOL_``, ``{"na`` and a partial tool name are held; prose-only resolutions are released."""
     parser = StreamParser(TOOLS)
-    assert parser.feed("Hi <tool") == [ContentText("Hi ")]
-    assert parser.feed("kit> ok") == [ContentText("<toolkit>"), ContentText(" ok")]
-    assert parser.feed(" [TOOL_") == [ContentText(" ")]
-    assert parser.feed("BOX] and get_wea") == [ContentText("[TOOL_BOX] and ")]
-    assert parser.feed("ther is nice") == [ContentText("get_weather is nice")]
-    assert parser.feed(' {"na') == [ContentText(" ")]
-    assert parser.feed('me": 1}') == [ContentText('{"name": 1}')]
-    assert parser.close() == []
+    assert parser.feed("Hi <tool") == (ContentText("Hi "),)
+    assert parser.feed("kit> ok") == (ContentText("<toolkit>"), ContentText(" ok"))
+    assert parser.feed(" [TOOL_") == (ContentText(" "),)
+    assert parser.feed("BOX] and get_wea") == (ContentText("[TOOL_BOX] and "),)
+    assert parser.feed("ther is nice") == (ContentText("get_weather is nice"),)
+    assert parser.feed(' {"na') == (ContentText(" "),)
+    assert parser.feed('me": 1}') == (ContentText('{"name": 1}'),)
+    assert parser.close() == ()
 
 
 def test_a_call_at_the_very_start_is_held_and_reported() -> None:
     """A python call that starts the output is held from its first character and reported when it closes."""
     parser = StreamParser(TOOLS)
-    assert [parser.feed(ch) for ch in 'get_weather(city="Paris"'] == [[] for _ in range(24)]
+    assert [parser.feed(ch) for ch in 'get_weather(city="Paris"'] == [() for _ in range(24)]
     events = parser.feed(")")
     assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, CallReady)] == [
         ("get_weather", {"city": "Paris"})
@@ -192,7 +192,7 @@ def test_feed_after_close_is_an_error() -> None:
     """Feeding a closed parser raises RuntimeError naming the fix; closing twice gives nothing."""
     parser = StreamParser(TOOLS)
     parser.close()
-    assert parser.close() == []
+    assert parser.close() == ()
     with pytest.raises(RuntimeError, match="start a new StreamParser"):
         parser.feed("more")
 
@@ -265,14 +265,14 @@ def test_one_character_plain_text_is_given_out_in_gathered_pieces() -> None:
     text = "a" * 40 + "\nbc"
     events = [event for ch in text for event in parser.feed(ch)]
     assert events == [ContentText("a" * 32), ContentText("a" * 8 + "\n")]
-    assert parser.close() == [ContentText("bc")]
+    assert parser.close() == (ContentText("bc"),)
 
 
 def test_gathered_text_is_given_out_before_a_multi_character_delta() -> None:
     """Gathered characters come out, in order, ahead of the next multi-character delta's content."""
     parser = StreamParser(TOOLS)
-    assert [parser.feed(ch) for ch in "Hi"] == [[], []]
-    assert parser.feed(" there") == [ContentText("Hi"), ContentText(" there")]
+    assert [parser.feed(ch) for ch in "Hi"] == [(), ()]
+    assert parser.feed(" there") == (ContentText("Hi"), ContentText(" there"))
 
 
 def test_one_character_reasoning_and_call_report_as_before() -> None:
@@ -286,7 +286,7 @@ def test_one_character_reasoning_and_call_report_as_before() -> None:
         (len(text) - 1, "CallReady"),
     ]
     assert events[0][1] == ReasoningText("Check Paris.")
-    assert parser.close() == []
+    assert parser.close() == ()
 
 
 def test_a_broken_closer_prefix_in_reasoning_is_given_back_as_reasoning() -> None:
@@ -299,7 +299,7 @@ def test_a_broken_closer_prefix_in_reasoning_is_given_back_as_reasoning() -> Non
         "> ",
         "ReasoningEnded",
     ]
-    assert parser.close() == []
+    assert parser.close() == ()
 
 
 def test_one_character_marker_prefixes_are_held_and_given_back_exactly() -> None:
@@ -313,5 +313,5 @@ def test_one_character_marker_prefixes_are_held_and_given_back_exactly() -> None
         ReasoningText("r"),
         "ended",
     ]
-    assert parser.close() == [ContentText("b")]
+    assert parser.close() == (ContentText("b"),)
     assert parser.outcome == parse_tool_calls("a <tox> <think>r</think>b", TOOLS)
