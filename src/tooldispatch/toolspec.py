@@ -70,6 +70,12 @@ def _spec_from_mapping(item: Mapping[str, Any]) -> ToolSpec:
         params = {"type": "object", "properties": {}}
     if not isinstance(params, Mapping):
         raise ConfigError(f"tool {name!r}: 'parameters' must be a JSON Schema object, got {type(params).__name__}")
+    declared = params.get("type")
+    if declared is not None and "object" not in (declared if isinstance(declared, list) else [declared]):
+        raise ConfigError(
+            f'tool {name!r}: \'parameters\' must describe an object ("type": "object"), not {declared!r}: a call\'s '
+            "arguments are always a JSON object"
+        )
     description = fn.get("description") or ""
     return ToolSpec(name=name, description=str(description), parameters=params)
 

@@ -75,3 +75,18 @@ def test_text_that_is_not_a_string_is_a_type_error(text: object) -> None:
 
     with pytest.raises(TypeError, match=f"^text must be the model's output as a str, not {type(text).__name__}; "):
         parse_tool_calls(text, [WEATHER])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("declared", ["array", "string", ["array", "null"]])
+def test_parameters_that_are_not_an_object_are_a_config_error(declared: object) -> None:
+    """A call's arguments are always a JSON object, so a parameters schema of another type is rejected."""
+    tool = {"name": "tag", "parameters": {"type": declared, "items": {"type": "string"}}}
+    with pytest.raises(
+        ConfigError, match=r"^tool 'tag': 'parameters' must describe an object \(\"type\": \"object\"\)"
+    ):
+        normalize_tools([tool])
+
+
+@pytest.mark.parametrize("params", [{"type": ["object", "null"]}, {"properties": {"a": {"type": "string"}}}, {}])
+def test_parameters_typed_object_or_untyped_are_kept(params: dict[str, object]) -> None:
+    assert normalize_tools([{"name": "tag", "parameters": params}])["tag"].parameters == params

@@ -113,6 +113,11 @@ def repair_call(name: str | None, arguments: Any, tools: Mapping[str, ToolSpec],
         return RepairResult(False, spec.name, None, tuple(repairs), "SchemaMismatch", error)
     walk = Walk(level, spec.parameters)
     fixed = repair_value(arguments, spec.parameters, "", walk)
+    if not isinstance(fixed, dict):
+        # The schema asks for something other than an object at the top (through anyOf or $ref): arguments are
+        # always an object, so no repair can meet it.
+        error = f"{spec.name}: the tool's parameters schema does not accept an object, and arguments are always one"
+        return RepairResult(False, spec.name, arguments, tuple(repairs), "SchemaMismatch", error)
     repairs.extend(walk.repairs)
     check = fast_check(spec.parameters)
     if check is not None and check(fixed):

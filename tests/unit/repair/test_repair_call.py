@@ -278,3 +278,18 @@ def test_value_json_cannot_hold_is_not_wrapped(tools: dict[str, ToolSpec]) -> No
     result = repair_call("place_order", args, tools, level="bounded")
     assert (result.ok, result.repairs) == (False, ())
     assert result.error == "place_order: invalid arguments: /tags: expected array, got {'a'}"
+
+
+def test_a_schema_that_turns_the_arguments_into_another_type_is_a_mismatch() -> None:
+    """A top-level schema that only accepts an array (through anyOf) never makes the arguments a list."""
+    spec = ToolSpec("tag", "", {"anyOf": [{"type": "array", "items": {"type": "object"}}]})
+    args = {"label": "x"}
+    result = repair_call("tag", args, {"tag": spec}, level="bounded")
+    assert result == RepairResult(
+        False,
+        "tag",
+        args,
+        (),
+        "SchemaMismatch",
+        "tag: the tool's parameters schema does not accept an object, and arguments are always one",
+    )
