@@ -10,10 +10,11 @@ validator (cached per schema).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import jsonschema
@@ -23,6 +24,7 @@ from tooldispatch.errors import ConfigError
 
 Check = Callable[[Any], bool]
 
+_MAX_GATHERED: Final = 100  # validation errors read before the most telling ones are picked
 _CACHE_LIMIT: Final = 1024
 _validators: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
 _checks: dict[int, tuple[Mapping[str, Any], Check | None]] = {}
@@ -314,15 +316,36 @@ def schema_errors(
         ConfigError: the schema itself is invalid.
     """
     validator = validator_for(schema, tool=tool)
-    out: list[tuple[str, str]] = []
+    # jsonschema visits some keys in set order, which changes from one process to the next: the errors are
+    # gathered first and given in the order of the argument they concern, as the model wrote them.
+    found: list[tuple[tuple[int, ...], str, str]] = []
     try:
-        for error in validator.iter_errors(arguments):
+        for error in itertools.islice(validator.iter_errors(arguments), _MAX_GATHERED):
             specific = best_match([error]) or error
-            entry = (_pointer(specific.absolute_path), _message(specific))
-            if entry not in out:
-                out.append(entry)
-            if len(out) >= limit:
-                break
+            entry = (
+                _written_at(arguments, specific.absolute_path),
+                _pointer(specific.absolute_path),
+                _message(specific),
+            )
+            if entry not in found:
+                found.append(entry)
     except RecursionError:
         return [("/", "/: the arguments are nested too deeply to validate")]
-    return out
+    found.sort(key=lambda entry: entry[0])  # stable: errors at one place keep the validator's order
+    return [(pointer, message) for _, pointer, message in found[:limit]]
+
+
+def _written_at(value: Any, path: Iterable[Any]) -> tuple[int, ...]:
+    """Where a path points in the arguments as written: the position of each key or item along it."""
+    at: list[int] = []
+    for part in path:
+        if isinstance(value, dict) and part in value:
+            at.append(list(value).index(part))
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            at.append(part)
+            value = value[part]
+        else:
+            at.append(-1)
+            break
+    return tuple(at)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -125,3 +128,32 @@ def test_recursive_schema_and_deep_value() -> None:
         False,
         "t: invalid arguments: /: the arguments are nested too deeply to validate",
     )
+
+
+_ORDER_PROBE = """
+from tooldispatch.repair import schema_errors
+schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+arguments = {"zeta": 1, "n": "x", "alpha": [2], "mid": {"deep": 3}, "beta": None}
+print(schema_errors(arguments, schema, limit=4))
+"""
+
+
+def test_errors_come_in_the_order_the_arguments_were_written() -> None:
+    """jsonschema visits extra keys in set order, which varies with the hash seed; the messages must not."""
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", _ORDER_PROBE],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    expected = [
+        ("/zeta", "/zeta: expected string, got 1"),
+        ("/n", '/n: expected integer, got "x"'),
+        ("/alpha", "/alpha: expected string, got [2]"),
+        ("/mid", '/mid: expected string, got {"deep": 3}'),
+    ]
+    assert outputs == {f"{expected}\n"}
