@@ -1,11 +1,11 @@
 """Plain data shared by every layer: parsed calls, repairs, parse outcomes.
 
 These are the values that cross seams (parser → dispatcher → agent loop → bench), so they are
-small and JSON-friendly through ``to_dict``. Treat them as read-only. ``Repair`` is frozen; the three
-built for every parsed call (``ToolCall``, ``Candidate``, ``ParseOutcome``) are plain slotted
-dataclasses, because a frozen dataclass sets each field through ``object.__setattr__`` and costs about
-four times as much to build (0.66 µs against 0.16 µs for ``ToolCall`` on the project's CPU machine),
-which is a sixth of the whole strict parse of a short output.
+small and JSON-friendly through ``to_dict``. Treat them as read-only. They are plain slotted dataclasses,
+not frozen ones, because they are built for every parsed call: a frozen dataclass sets each field through
+``object.__setattr__`` and costs about four times as much to build (0.66 µs against 0.16 µs for
+``ToolCall`` on the project's CPU machine), and in the compiled build (mypyc) it keeps a Python
+``__init__`` where a plain one gets a compiled one. The parser's internal records follow the same rule.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ FLAG_IN_REASONING: Final = "in_reasoning"
 FLAG_NO_CALL: Final = "no_call"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Repair:
     """One recorded edit made to a call so that it fits its tool's schema.
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RawCall:
     """A call-like span before repair and validation.
 

@@ -107,7 +107,7 @@ class _Found:
         return replace(call, span=(self.start, self.end), raw=text[self.start : self.end], format=fmt, lenient=lenient)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Wrapper:
     start: int  # the opening tag or fence
     body: int  # where its content starts

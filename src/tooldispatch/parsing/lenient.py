@@ -55,7 +55,7 @@ class LenientJSONError(ValueError):
         self.pos = pos
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LenientResult:
     """A decoded value and what had to be tolerated to get it.
 

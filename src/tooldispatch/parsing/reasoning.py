@@ -47,7 +47,7 @@ _H_MESSAGE: Final = "<|message|>"
 _H_ENDS: Final[tuple[str, ...]] = ("<|end|>", "<|call|>", "<|return|>")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReasoningSplit:
     """Where the reasoning and the content lie in one model output.
 

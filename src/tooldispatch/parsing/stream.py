@@ -40,7 +40,7 @@ from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
 __all__ = ["CallReady", "ContentText", "ReasoningEnded", "ReasoningText", "StreamEvent", "StreamParser"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReasoningText:
     """Reasoning text, markers removed.
 
@@ -51,7 +51,7 @@ class ReasoningText:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReasoningEnded:
     """The reasoning block closed (``</think>``, ``[/THINK]``, the end of harmony's analysis message).
 
@@ -62,7 +62,7 @@ class ReasoningEnded:
     t: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContentText:
     """Content that is safe to show: it cannot be part of a tool call.
 
@@ -73,7 +73,7 @@ class ContentText:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallReady:
     """A complete, valid tool call.
 

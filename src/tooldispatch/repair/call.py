@@ -17,7 +17,7 @@ from tooldispatch.types import Repair, RepairLevel
 _MAX_LISTED_TOOLS: Final = 20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RepairResult:
     """The outcome of :func:`repair_call` for one call.
 

@@ -27,7 +27,7 @@ def in_enum(value: Any, allowed: Sequence[Any]) -> bool:
     return any(_same(value, option) for option in allowed)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EnumFix:
     """What :func:`fix_enum` decided.
 

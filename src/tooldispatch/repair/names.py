@@ -30,7 +30,7 @@ def canonical(token: str) -> str:
     return _SEPARATORS.sub("", token).casefold()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Match:
     """The answer of :func:`match_token`.
 

@@ -52,7 +52,7 @@ _PLACEHOLDER_MARKS: Final = ("<function-name>", "<args-json-object>", "{...}", "
 _PLACEHOLDER_MARK: Final = re.compile("|".join(re.escape(mark) for mark in _PLACEHOLDER_MARKS))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decoded:
     """One decoded JSON payload.
 
@@ -350,7 +350,7 @@ def guess_name(payload: str) -> str | None:
     return m.group(1) if m else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Block:
     """One ``open … close`` block.
 

@@ -24,7 +24,7 @@ _NAMESPACES: Final = frozenset({"functions", "default_api", "tools", "api"})
 _JSON_NAMES: Final = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PyCall:
     """One call read from Python source.
 
