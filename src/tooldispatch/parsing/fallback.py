@@ -44,7 +44,7 @@ from rapidfuzz.distance import Levenshtein
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, parse_python
-from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, loads_lenient
+from tooldispatch.parsing.lenient import DQ_BODY, MAX_DEPTH, SQ_BODY, LenientJSONError, loads_lenient
 from tooldispatch.toolspec import ToolSpec
 
 __all__ = ["find_fallback"]
@@ -66,8 +66,6 @@ _RESCAN_DEPTH: Final = 2  # how many wrapper objects deep calls are looked for (
 
 _TAG: Final = re.compile(r"<\|?[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
 _FENCE: Final = re.compile(r"```[ \t]*([\w+\-]*)[ \t]*\n?")
-_DQ_BODY: Final = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
-_SQ_BODY: Final = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
 _IN_OBJECT: Final = re.compile(r"\{+|\}|[\"']")
 _IN_CALL: Final = re.compile(r"[()\[\]{}\"']")
 _VALID_NAME: Final = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
@@ -536,7 +534,7 @@ def _scan_objects(text: str, lo: int, hi: int) -> tuple[list[tuple[int, int]], l
             if not stack:
                 pairs.append((s, i))
         elif c == '"' or _value_can_start(text, j, lo):
-            body = (_DQ_BODY if c == '"' else _SQ_BODY).match(text, j + 1, hi)
+            body = (DQ_BODY if c == '"' else SQ_BODY).match(text, j + 1, hi)
             end = body.end() if body else hi
             i = end + 1 if end < hi and text[end] == c else hi
         else:
@@ -570,7 +568,7 @@ def _match_call(text: str, open_paren: int, hi: int) -> int | None:
             if depth == 0:
                 return i if c == ")" else None
         else:
-            body = (_DQ_BODY if c == '"' else _SQ_BODY).match(text, j + 1, hi)
+            body = (DQ_BODY if c == '"' else SQ_BODY).match(text, j + 1, hi)
             end = body.end() if body else hi
             if end >= hi or text[end] != c:
                 return None
@@ -597,7 +595,7 @@ def _value_text(text: str, start: int) -> str:
             return text[start : pairs[0][1]]
         return text[start:]
     if c in ("'", '"'):
-        body = (_DQ_BODY if c == '"' else _SQ_BODY).match(text, start + 1)
+        body = (DQ_BODY if c == '"' else SQ_BODY).match(text, start + 1)
         end = body.end() if body else len(text)
         return text[start : end + 1]
     return text[start:]

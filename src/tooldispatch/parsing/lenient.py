@@ -71,8 +71,9 @@ class LenientResult:
 
 
 _WS: Final = re.compile(r"[ \t\r\n\ufeff\u00a0]*")
-_DQ_BODY: Final = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
-_SQ_BODY: Final = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
+# The body of a double- or single-quoted string, escapes included, up to (not including) its closing quote.
+DQ_BODY: Final = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+SQ_BODY: Final = re.compile(r"[^'\\]*(?:\\.[^'\\]*)*", re.DOTALL)
 _ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _CONTROL: Final = re.compile(r"[\x00-\x1f]")
 _NUMBER: Final = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d*)?")
@@ -409,12 +410,12 @@ class _Reader:
             try:
                 value, end = scanstring(text, i + 1, True)
             except ValueError:
-                body_match = _DQ_BODY.match(text, i + 1)
+                body_match = DQ_BODY.match(text, i + 1)
             else:
                 return value, end, True
         else:
             _note(self.fixes, "single_quotes")
-            body_match = _SQ_BODY.match(text, i + 1)
+            body_match = SQ_BODY.match(text, i + 1)
         assert body_match is not None  # a star pattern always matches
         end = body_match.end()
         value = _decode_body(body_match.group(), self.fixes)
