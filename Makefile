@@ -14,7 +14,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
 # The parser and repair modules, compiled with mypyc into extension modules beside their sources (see
 # setup.py). They are rebuilt when one of them changes; if they cannot be built (no C compiler), the
-# sources run as they are: the same behaviour, about half the speed.
+# sources run as they are: the same behaviour, slower (see docs/benchmarks.md).
 COMPILED_SRC := setup.py src/tooldispatch/types.py src/tooldispatch/toolspec.py \
 	$(shell find src/tooldispatch/parsing src/tooldispatch/repair -name '*.py')
 
