@@ -26,6 +26,7 @@ from tooldispatch.parsing.formats._common import (
 from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
 from tooldispatch.parsing.lane import strict_outcome
+from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
@@ -472,7 +473,17 @@ def _cut_off(raw: RawCall) -> bool:
     if FIX_INCOMPLETE not in raw.lenient:
         return False
     text = (raw.arguments_text or "").strip()
-    return not text.startswith(("{", "[")) or missing_closers(text) != 1
+    if not text.startswith(("{", "[")) or missing_closers(text) != 1 or text.endswith((",", ":")):
+        return True
+    # Only the final closer is missing when adding it reads the whole text with no other tolerance.
+    for closer in "}]":
+        try:
+            closed = loads_lenient(text + closer)
+        except LenientJSONError:
+            continue
+        if closed.complete and set(closed.fixes) <= set(raw.lenient):
+            return False
+    return True
 
 
 def _rejected(common: dict[str, Any], **fields: Any) -> tuple[Candidate, None]:

@@ -97,7 +97,7 @@ _SIMPLE_ESCAPES: Final = {
 _NUMBER_START: Final = frozenset("-+.0123456789")
 _CLOSER_OF: Final = {"{": "}", "[": "]"}
 _TOKEN: Final = re.compile(
-    r"""[ \t\r\n\ufeff\u00a0]*(?:
+    r"""[ \t\r\n\ufeff\u00a0]*+(?:
     ([{\[])
     |([}\]])
     |(,)

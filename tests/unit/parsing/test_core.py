@@ -310,6 +310,27 @@ def test_cut_inside_a_string_is_truncated_without_finish_reason() -> None:
     assert [c.bucket for c in out.candidates] == ["Truncated"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "get_weather", "parameters": {"city": ',
+        '{"name": "get_weather", "parameters": {"city": "Kyiv",',
+        '{"name": "get_weather", "parameters": {"city": "Kyiv", "units"',
+    ],
+)
+def test_a_call_cut_after_a_key_or_comma_is_truncated_without_finish_reason(text: str) -> None:
+    """More than the last closer is missing when the text ends after a key, a colon or a comma."""
+    out = parse_tool_calls(text, TOOLS)
+    assert [c.bucket for c in out.candidates] == ["Truncated"]
+
+
+def test_native_arguments_cut_after_a_colon_are_truncated() -> None:
+    """Native arguments that end after a key's colon (and a space) were cut off, not malformed."""
+    native = [{"id": "c1", "function": {"name": "get_weather", "arguments": '{"city": '}}]
+    out = parse_tool_calls("", TOOLS, native_calls=native)
+    assert [(c.bucket, c.arguments) for c in out.candidates] == [("Truncated", {})]
+
+
 def test_one_missing_closer_with_length_is_truncated() -> None:
     """With finish_reason=length even one missing closer means the call was cut off."""
     out = parse_tool_calls('{"name": "get_weather", "parameters": {"city": "Kyiv"}', TOOLS, finish_reason="length")
