@@ -34,6 +34,7 @@ import regex
 
 from tooldispatch.parsing.core import assemble_blocks, parse_block, parse_tool_calls
 from tooldispatch.parsing.fallback import is_wrapper_name
+from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE
 from tooldispatch.toolspec import ToolsInput, normalize_tools
 from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
 
@@ -134,6 +135,7 @@ _OPENER_PREFIXES: Final = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in
 _LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
 _HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _NEWLINE: Final = frozenset("\n")
+_REASONING_STOPS_NL: Final = _REASONING_STOPS | _NEWLINE
 _NO_EVENTS: Final[tuple[StreamEvent, ...]] = ()
 
 
@@ -202,6 +204,7 @@ class StreamParser:
         self._name_prefixes = frozenset(n[:k] for n in spelled for k in range(1, len(n) + 1))
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._content_stops = _STATIC_STARTS | self._name_starts
+        self._content_stops_nl = self._content_stops | _NEWLINE
         self._last = ""  # the last character given out as content (a name must not continue a word)
         self._chunks: list[str] = []
         self._pending = ""
@@ -312,7 +315,14 @@ class StreamParser:
     def _set_quiet(self, quiet: frozenset[str] | None) -> None:
         """Set the characters that end the gathering, and what :meth:`feed` checks first."""
         self._quiet = quiet
-        self._stops = _ANYTHING if quiet is None else quiet | _NEWLINE
+        if quiet is None:
+            self._stops = _ANYTHING
+        elif quiet is self._content_stops:
+            self._stops = self._content_stops_nl
+        elif quiet is _REASONING_STOPS:
+            self._stops = _REASONING_STOPS_NL
+        else:  # a held segment: a newline releases nothing there
+            self._stops = quiet
         self._next = self._next_chars()
 
     def _next_chars(self) -> str:
@@ -443,6 +453,14 @@ class StreamParser:
                         self._enter_reasoning(_REASONING_CLOSERS[literal])
                         return ""
                     return self._open_segment("tag", text, "")
+        # What the trigger search finds for the most common starts, without running it.
+        if text == "{":
+            return self._open_balanced("brace", text, "")
+        if text == "[{":
+            return self._open_balanced("list", text, "")
+        if text == "[" or (len(text) == 1 and text in self._name_starts and not _wordish(self._last)):
+            self._pending = text  # a partial match: a list, [TOOL_CALLS], [THINK] or a declared name may follow
+            return ""
         if not self._may_start_call(text):
             self._say(text)
             return ""
@@ -551,7 +569,11 @@ class StreamParser:
             self._seg.append(text)
             return ""
         window = self._seg_tail + text
-        end = self._closer_end(kind, window)
+        if text == ">" and kind == "tag" and window.endswith(TOOL_CALL_CLOSE):
+            # Every closing marker ends at a ">", and each ">" is looked at as it arrives: this is the first one.
+            end: int | None = len(window)
+        else:
+            end = self._closer_end(kind, window)
         if end is None:
             self._seg.append(text)
             self._seg_tail = window[-_TAIL:]
