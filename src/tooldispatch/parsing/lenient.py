@@ -215,6 +215,23 @@ def _decode_body(body: str, fixes: list[str]) -> str:
 _SURROGATE_FIRST, _SURROGATE_LAST = chr(0xD800), chr(0xDFFF)
 
 
+_CUT_ESCAPE: Final = re.compile(r"\\u(?:[0-9a-fA-F]{0,3}|[dD][89abAB][0-9a-fA-F]{2})\Z")
+
+
+def _without_cut_escape(body: str) -> str:
+    """``body`` without a ``\\u`` escape cut short at its end, nor the first half of a surrogate pair left there."""
+    for _ in range(2):  # a cut-short escape, then the high surrogate it was to follow
+        m = _CUT_ESCAPE.search(body)
+        if m is None:
+            return body
+        start = m.start()
+        backslashes = start - len(body[:start].rstrip("\\"))  # before this one: an odd count escapes it
+        if backslashes % 2:
+            return body
+        body = body[:start]
+    return body
+
+
 def _note(fixes: list[str], fix: str) -> None:
     if fix not in fixes:
         fixes.append(fix)
@@ -418,10 +435,10 @@ class _Reader:
             body_match = SQ_BODY.match(text, i + 1)
         assert body_match is not None  # a star pattern always matches
         end = body_match.end()
-        value = _decode_body(body_match.group(), self.fixes)
         if end < self.n and text[end] == quote:
-            return value, end + 1, True
-        return value, self.n, False  # cut off (a lone trailing backslash is dropped)
+            return _decode_body(body_match.group(), self.fixes), end + 1, True
+        # Cut off: a lone trailing backslash is already left out; so is an escape the end cut short.
+        return _decode_body(_without_cut_escape(body_match.group()), self.fixes), self.n, False
 
     def _scalar(self, i: int) -> tuple[Any, int, bool]:
         """Read a string, number or literal at ``i``; ``ok`` is False when cut off at the end."""

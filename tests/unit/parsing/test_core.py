@@ -324,6 +324,14 @@ def test_a_call_cut_after_a_key_or_comma_is_truncated_without_finish_reason(text
     assert [c.bucket for c in out.candidates] == ["Truncated"]
 
 
+def test_an_xml_call_cut_inside_its_next_parameter_is_truncated_without_finish_reason() -> None:
+    """Every parameter before the cut is complete, yet a half-written one follows: the call is Truncated."""
+    text = "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=un"
+    out = parse_tool_calls(text, TOOLS)
+    assert [(c.bucket, c.arguments) for c in out.candidates] == [("Truncated", {"city": "Oslo"})]
+    assert out.calls == ()
+
+
 def test_native_arguments_cut_after_a_colon_are_truncated() -> None:
     """Native arguments that end after a key's colon (and a space) were cut off, not malformed."""
     native = [{"id": "c1", "function": {"name": "get_weather", "arguments": '{"city": '}}]

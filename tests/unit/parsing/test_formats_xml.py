@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import glm, qwen3_coder, xml_invoke
 
@@ -48,6 +50,24 @@ def test_qwen3_coder_cut_off_parameter_is_truncated_and_incomplete() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "tail",
+    ["<", "<param", "<parameter=", "<parameter=unit", "<parameter=unit>"],
+)
+def test_qwen3_coder_cut_inside_the_next_parameter_tag_is_incomplete(tail: str) -> None:
+    """A text that ends inside the next parameter's tag was cut off: the call is not complete."""
+    found = qwen3_coder.find("<function=a>\n<parameter=x>\nhal\n</parameter>\n" + tail)
+    assert [(c.arguments, c.truncated, c.lenient) for c in found] == [
+        ({"x": "hal"} if not tail.endswith(">") else {"x": "hal", "unit": ""}, True, ("unclosed_tag", "missing_closer"))
+    ]
+
+
+def test_qwen3_coder_cut_after_a_complete_parameter_is_only_unclosed() -> None:
+    """Cut right after a closed parameter, nothing of the next one arrived: only the call's tag is missing."""
+    found = qwen3_coder.find("<function=a>\n<parameter=x>\nhal\n</parameter>\n")
+    assert [(c.arguments, c.truncated, c.lenient) for c in found] == [({"x": "hal"}, True, ("unclosed_tag",))]
+
+
 def test_qwen3_coder_negatives() -> None:
     """Prose and an incomplete tag are not calls."""
     assert qwen3_coder.find("Call functions with the function= syntax.") == []
@@ -69,6 +89,15 @@ def test_minimax_wrapper_with_two_invokes() -> None:
         ("get_time", {}, "xml_invoke", "strict"),
     ]
     assert (found[0].span[0], found[1].span[1]) == (0, len(text))
+
+
+@pytest.mark.parametrize("tail", ["<par", '<parameter name="max_', '<parameter name="max_results"'])
+def test_invoke_cut_inside_the_next_parameter_tag_is_incomplete(tail: str) -> None:
+    """An invoke that ends inside its next parameter's tag was cut off."""
+    found = xml_invoke.find('<invoke name="search_web">\n<parameter name="query">strix</parameter>\n' + tail)
+    assert [(c.arguments, c.truncated, c.lenient) for c in found] == [
+        ({"query": "strix"}, True, ("unclosed_tag", "missing_closer"))
+    ]
 
 
 def test_function_calls_wrapper_and_json_values() -> None:
@@ -116,6 +145,15 @@ def test_glm_cut_off_value_is_truncated() -> None:
     found = glm.find("<tool_call>ls<arg_key>dir</arg_key><arg_value>sr")
     assert [(c.name, c.arguments, c.truncated, c.lenient) for c in found] == [
         ("ls", {"dir": "sr"}, True, ("unclosed_tag", "missing_closer"))
+    ]
+
+
+@pytest.mark.parametrize("tail", ["<", "<arg_k", "<arg_key>"])
+def test_glm_cut_inside_the_next_key_tag_is_incomplete(tail: str) -> None:
+    """A block that ends inside the next ``<arg_key>`` was cut off, though every pair before it is complete."""
+    found = glm.find("<tool_call>ls<arg_key>dir</arg_key><arg_value>src</arg_value>\n" + tail)
+    assert [(c.arguments, c.truncated, c.lenient) for c in found] == [
+        ({"dir": "src"}, True, ("unclosed_tag", "missing_closer"))
     ]
 
 

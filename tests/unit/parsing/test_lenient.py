@@ -61,6 +61,10 @@ def test_each_tolerance_is_decoded_and_named(text: str, value: Any, fixes: tuple
         ('{"a": tr', {}),
         ('{"a": 12e', {"a": 12}),
         ('{"a": "b\\', {"a": "b"}),
+        ('{"a": "b\\u00', {"a": "b"}),
+        ('{"a": "b\\ud83d', {"a": "b"}),
+        ('{"a": "b\\ud83d\\ude', {"a": "b"}),
+        ('{"a": "b\\\\u00', {"a": "b\\u00"}),
         ('"abc', "abc"),
         ("[", []),
     ],
@@ -163,3 +167,51 @@ def test_arbitrary_text_gives_a_result_or_a_lenient_error(text: str) -> None:
         assert result == LenientResult(strict, (), True)
     if not result.fixes:
         assert result.complete is True
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(alphabet=st.characters(codec="utf-8"), max_size=8)
+)
+_CONTAINERS = st.recursive(
+    st.one_of(st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(st.one_of(_SCALARS, inner), max_size=3),
+        st.dictionaries(st.text(max_size=5), st.one_of(_SCALARS, inner), max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+def _within(part: Any, whole: Any) -> bool:
+    """True when ``part`` holds only what ``whole`` holds: its keys and items, in order, each within ``whole``'s.
+
+    A string or an integer within another is one its text starts.
+    """
+    if isinstance(whole, dict):
+        return isinstance(part, dict) and all(
+            key in whole and (_within(value, whole[key]) or value == whole[key]) for key, value in part.items()
+        )
+    if isinstance(whole, list):
+        return isinstance(part, list) and all(_within(p, w) or p == w for p, w in zip(part, whole, strict=False))
+    if isinstance(whole, str):
+        return isinstance(part, str) and whole.startswith(part)
+    if type(whole) is int:  # a number cut short reads as the digits that arrived
+        return type(part) is int and str(whole).startswith(str(part))
+    return part == whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CONTAINERS, st.sampled_from([None, 1]), st.sampled_from([(", ", ": "), (",", ":")]), st.booleans(), st.data())
+def test_a_json_text_cut_anywhere_reads_as_an_incomplete_prefix_of_its_value(
+    value: Any, indent: int | None, separators: tuple[str, str], ascii_only: bool, data: st.DataObject
+) -> None:
+    """Cut after any character, a JSON object or array reads as cut off (never as an error), holding only its start."""
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=ascii_only)
+    cut = data.draw(st.integers(1, len(text) - 1)) if len(text) > 1 else 1
+    prefix = text[:cut]
+    if cut == len(text):
+        return
+    result = loads_lenient(prefix)
+    assert result.complete is False, prefix
+    assert "missing_closer" in result.fixes, prefix
+    assert _within(result.value, value), (prefix, result.value)

@@ -145,6 +145,17 @@ def missing_closers(text: str) -> int | None:
     return depth
 
 
+def cut_in_opener(text: str, pos: int, end: int, opener: str) -> bool:
+    """True when the text ends at ``end`` inside an ``opener`` tag begun after ``pos`` (``<arg_k``, ``<parameter``).
+
+    What follows the last complete parameter is then a parameter cut off before its name or value arrived.
+    """
+    if end != len(text):
+        return False
+    tail = text[pos:end].strip()
+    return bool(tail) and (opener.startswith(tail) or tail.startswith(opener))
+
+
 def skip_ws(text: str, pos: int, end: int | None = None) -> int:
     """Return the first offset at or after ``pos`` that is not whitespace."""
     m = _WS.match(text, pos, len(text) if end is None else end)

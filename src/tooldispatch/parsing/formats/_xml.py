@@ -11,6 +11,7 @@ from tooldispatch.parsing.formats._common import (
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
     NextFinder,
+    cut_in_opener,
     extend_to_wrapper,
     is_placeholder,
     make_call,
@@ -97,10 +98,11 @@ def _params(text: str, pos: int, end: int, d: XmlDialect, closes: NextFinder) ->
     """Read the parameters of one call; report whether one was left unclosed."""
     args: dict[str, Any] = {}
     unclosed = False
+    after_last = pos  # where the last complete parameter ended
     while True:
         p = text.find(d.param_prefix, pos, end)
         if p < 0:
-            return args, unclosed
+            return args, unclosed or cut_in_opener(text, after_last, end, d.param_prefix)
         m = d.param_open.match(text, p, end)
         if m is None:
             pos = p + len(d.param_prefix)
@@ -111,7 +113,7 @@ def _params(text: str, pos: int, end: int, d: XmlDialect, closes: NextFinder) ->
         nxt = text.find(d.param_prefix, v_start, end)
         if close >= 0 and (nxt < 0 or close < nxt):
             args[key] = xml_value(text[v_start:close])
-            pos = close + len(d.param_close)
+            pos = after_last = close + len(d.param_close)
             continue
         unclosed = True
         v_end = nxt if nxt >= 0 else end

@@ -17,6 +17,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_OPEN,
     Block,
     NextFinder,
+    cut_in_opener,
     is_placeholder,
     iter_blocks,
     make_call,
@@ -92,7 +93,7 @@ def _pairs(text: str, pos: int, end: int, f: Finders) -> tuple[dict[str, Any], b
     while True:
         k = f.key_open.find(pos, end)
         if k < 0:
-            return args, False
+            return args, cut_in_opener(text, pos, end, _KEY_OPEN)
         k_body = k + len(_KEY_OPEN)
         k_end = f.key_close.find(k_body, end)
         if k_end < 0:
