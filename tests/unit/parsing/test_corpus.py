@@ -37,3 +37,21 @@ def test_record_parses_to_its_labels(record: dict[str, Any]) -> None:
     assert [{"name": c.name, "arguments": c.arguments} for c in outcome.calls] == record["expected_calls"]
     for flag in record.get("expected_flags", []):
         assert all(flag in c.flags for c in outcome.calls), flag
+
+
+_WITH_CALLS = [r for r in RECORDS if r["expected_calls"] and not r.get("native_calls")]
+
+
+@pytest.mark.parametrize("record", _WITH_CALLS, ids=[r["id"] for r in _WITH_CALLS])
+def test_an_output_cut_anywhere_with_finish_reason_length_gives_only_whole_calls(record: dict[str, Any]) -> None:
+    """Cut after any character and marked ``length``, an output yields only calls its whole text yields."""
+    tools = TOOLS[record["tools_ref"]]
+    whole = [json.dumps(c, sort_keys=True) for c in record["expected_calls"]]
+    text = record["text"]
+    for cut in range(1, len(text)):
+        outcome = parse_tool_calls(
+            text[:cut], tools, finish_reason="length", reasoning_open=record.get("reasoning_open", False)
+        )
+        for call in outcome.calls:
+            found = json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True)
+            assert found in whole, (text[:cut], found)
