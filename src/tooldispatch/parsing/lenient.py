@@ -123,11 +123,13 @@ _OBJ_NEXT: Final = 6  # "," or "}"
 _COLON: Final = 7  # ":" after a key
 
 
-def loads_lenient(text: str) -> LenientResult:
+def loads_lenient(text: str, *, strict_failed: bool = False) -> LenientResult:
     """Decode ``text`` as JSON, tolerating the mistakes models make.
 
     Args:
         text: the text of one JSON value, possibly malformed, cut off, or followed by other text.
+        strict_failed: the caller saw ``json.loads(text)`` fail, so the strict decoder is not run again
+            (the lenient pass reads valid JSON followed by other text to the same value and notes).
 
     Returns:
         The value, the fixes that were needed (empty for valid JSON) and whether the value was complete.
@@ -136,6 +138,8 @@ def loads_lenient(text: str) -> LenientResult:
         LenientJSONError: nothing JSON-like starts the text, a token cannot be read, ``NaN`` or
             ``Infinity`` appears, or the nesting is deeper than :data:`MAX_DEPTH`.
     """
+    if strict_failed:
+        return _Reader(text).read()
     extra_data = False
     try:
         result = LenientResult(_DECODER.decode(text))

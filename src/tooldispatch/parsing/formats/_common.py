@@ -82,7 +82,7 @@ def decode_json(text: str, *, strict_failed: bool = False) -> Decoded:
         except (ValueError, RecursionError):
             pass
     try:
-        result = loads_lenient(text)
+        result = loads_lenient(text, strict_failed=True)
     except (LenientJSONError, ValueError, RecursionError) as exc:
         return Decoded(error=str(exc) or "not valid JSON")
     fixes = tuple(result.fixes) or ("lenient",)

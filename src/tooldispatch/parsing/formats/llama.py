@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from tooldispatch.parsing._markers import JSON_START
 from tooldispatch.parsing._raw import RawCall
@@ -35,6 +35,7 @@ PY_START, PY_END = "<|python_start|>", "<|python_end|>"
 MARKERS_LLAMA3: Final[tuple[str, ...]] = (PYTHON_TAG, JSON_START)
 MARKERS_LLAMA4: Final[tuple[str, ...]] = (PY_START,)
 _END_TOKENS: Final = ("<|eom_id|>", "<|eot_id|>")
+_UNREAD: Final[Any] = object()
 
 
 def find_llama3(text: str) -> list[RawCall]:
@@ -73,9 +74,9 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
         return _python_after(text, start, i, limit)
     while i < n and text[i] in "{[":
         span_start = start if not out else out[-1].span[1]
-        done = raw_decode_at(text, i, n)
-        if done is not None and done[1] <= n:
-            value, end = done
+        end = balanced_end(text, i, limit=n)
+        value = _strict_json(text[i:end]) if end >= 0 else _UNREAD
+        if value is not _UNREAD:
             items = value if isinstance(value, list) else [value]
             for item in items:
                 if require_name and not looks_like_call(item):
@@ -94,10 +95,11 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
                     )
                 )
         else:
-            end = balanced_end(text, i, limit=n)
             cut = end < 0
             end = n if cut else end
-            calls = calls_from_payload(text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut and at_end)
+            calls = calls_from_payload(
+                text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut and at_end, strict_failed=not cut
+            )
             if require_name and any(c.name is None for c in calls):
                 return []
             out.extend(calls)
@@ -109,6 +111,14 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
                 out[-1] = _with_end(text, out[-1], i + len(token))
                 i = skip_ws(text, i + len(token), n)
     return [c for c in out if not is_placeholder(c.name)]
+
+
+def _strict_json(payload: str) -> Any:
+    """``json.loads(payload)``, or ``_UNREAD`` when it fails."""
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError):
+        return _UNREAD
 
 
 def _python_after(text: str, start: int, i: int, limit: int) -> list[RawCall]:
