@@ -55,3 +55,17 @@ def test_an_output_cut_anywhere_with_finish_reason_length_gives_only_whole_calls
         for call in outcome.calls:
             found = json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True)
             assert found in whole, (text[:cut], found)
+
+
+@pytest.mark.parametrize("record", _WITH_CALLS, ids=[r["id"] for r in _WITH_CALLS])
+def test_an_output_cut_anywhere_yields_no_argument_its_whole_text_lacks(record: dict[str, Any]) -> None:
+    """With no finish reason, a cut output may yield a call missing its last arguments, never a changed one."""
+    tools = TOOLS[record["tools_ref"]]
+    text = record["text"]
+    for cut in range(1, len(text)):
+        outcome = parse_tool_calls(text[:cut], tools, reasoning_open=record.get("reasoning_open", False))
+        for call in outcome.calls:
+            assert any(
+                call.name == whole["name"] and call.arguments.items() <= whole["arguments"].items()
+                for whole in record["expected_calls"]
+            ), (text[:cut], call.name, call.arguments)
