@@ -98,14 +98,35 @@ def _is_number(value: Any) -> bool:
     return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
+def _finite(value: Any) -> bool:
+    """True when no float in ``value`` is NaN or infinite (JSON holds neither: ``1e400`` reads as infinity)."""
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    if kind is not dict and kind is not list:
+        return True
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is float:
+                if not math.isfinite(child):
+                    return False
+            elif kind is dict or kind is list:
+                stack.append(child)
+    return True
+
+
+# A value a schema leaves open (no type, or an object or array with nothing said of its members) is still JSON.
 _TYPE_CHECKS: Final[dict[str, Check]] = {
     "string": lambda v: type(v) is str,
     "integer": lambda v: type(v) is int,
     "number": _is_number,
     "boolean": lambda v: type(v) is bool,
     "null": lambda v: v is None,
-    "object": lambda v: type(v) is dict,
-    "array": lambda v: type(v) is list,
+    "object": lambda v: type(v) is dict and _finite(v),
+    "array": lambda v: type(v) is list and _finite(v),
 }
 
 
@@ -113,7 +134,7 @@ def _compile(schema: Any, root: Mapping[str, Any], depth: int) -> Check | None:
     if depth > _MAX_COMPILE_DEPTH:
         return None
     if schema is True:
-        return _always
+        return _finite
     if not isinstance(schema, Mapping):
         return None
     keywords = set(schema) - _ANNOTATIONS - _CONTAINERS
@@ -149,7 +170,7 @@ def _always(value: Any) -> bool:
 def _all_of(checks: list[Check]) -> Check:
     """One check that passes when every check passes (written out: a generator per call costs more)."""
     if not checks:
-        return _always
+        return _finite  # nothing constrains the value
     if len(checks) == 1:
         return checks[0]
     if len(checks) == 2:
@@ -331,8 +352,35 @@ def schema_errors(
                 found.append(entry)
     except RecursionError:
         return [("/", "/: the arguments are nested too deeply to validate")]
+    for path in _non_finite(arguments):
+        # JSON has no NaN or infinity (``1e400`` reads as infinity): no tool can be given one.
+        pointer = _pointer(path)
+        found.append((_written_at(arguments, path), pointer, f"{pointer}: {_render_float(path, arguments)}"))
     found.sort(key=lambda entry: entry[0])  # stable: errors at one place keep the validator's order
     return [(pointer, message) for _, pointer, message in found[:limit]]
+
+
+def _non_finite(arguments: Any) -> list[list[Any]]:
+    """The paths of the NaN and infinite floats in ``arguments``, in the order written (iterative, bounded)."""
+    found: list[list[Any]] = []
+    stack: list[tuple[Any, list[Any]]] = [(arguments, [])]
+    while stack and len(found) < _MAX_GATHERED:
+        value, path = stack.pop()
+        if type(value) is float:
+            if not math.isfinite(value):
+                found.append(path)
+        elif isinstance(value, dict):
+            stack.extend((item, [*path, key]) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((item, [*path, i]) for i, item in reversed(list(enumerate(value))))
+    return found
+
+
+def _render_float(path: list[Any], arguments: Any) -> str:
+    value = arguments
+    for part in path:
+        value = value[part]
+    return f"{value} is not a finite number; send a number JSON can hold"
 
 
 def _written_at(value: Any, path: Iterable[Any]) -> tuple[int, ...]:

@@ -157,3 +157,38 @@ def test_errors_come_in_the_order_the_arguments_were_written() -> None:
         ("/mid", '/mid: expected string, got {"deep": 3}'),
     ]
     assert outputs == {f"{expected}\n"}
+
+
+OPEN: dict[str, Any] = {
+    "type": "object",
+    "properties": {"n": {"type": "number"}, "any": {}, "list": {"type": "array"}, "map": {"type": "object"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "pointer", "shown"),
+    [
+        ({"n": float("inf")}, "/n", "inf"),
+        ({"n": float("nan")}, "/n", "nan"),
+        ({"any": [1, float("-inf")]}, "/any/1", "-inf"),
+        ({"list": [float("inf")]}, "/list/0", "inf"),
+        ({"map": {"x": {"y": float("nan")}}}, "/map/x/y", "nan"),
+    ],
+)
+def test_nan_and_infinity_are_refused_wherever_they_are(arguments: dict[str, Any], pointer: str, shown: str) -> None:
+    """JSON holds no NaN or infinity (``1e400`` reads as one): no schema, open or not, lets one reach a tool."""
+    check = fast_check(OPEN)
+    assert check is not None and check(arguments) is False
+    assert schema_errors(arguments, OPEN) == [
+        (pointer, f"{pointer}: {shown} is not a finite number; send a number JSON can hold")
+    ]
+    result = repair_call("f", arguments, {"f": ToolSpec("f", "", OPEN)}, level="bounded")
+    assert (result.ok, result.bucket) == (False, "SchemaMismatch")
+
+
+def test_finite_numbers_in_open_values_pass() -> None:
+    """An open value with finite numbers is accepted by the fast check and the validator alike."""
+    arguments = {"n": 1e300, "any": [1.5, {"x": -2.0}], "list": [0.5], "map": {"k": [1e-300]}}
+    check = fast_check(OPEN)
+    assert check is not None and check(arguments) is True
+    assert schema_errors(arguments, OPEN) == []
