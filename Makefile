@@ -14,7 +14,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
 # The parser and repair modules, compiled with mypyc into extension modules beside their sources (see
 # setup.py). They are rebuilt when one of them changes; if they cannot be built (no C compiler), the
-# sources run as they are: the same behaviour, slower (see docs/benchmarks.md).
+# sources run as they are: the same behaviour, slower (see docs/benchmarks.md). A diagnostic of mypyc on
+# the sources themselves is an error to fix, not a missing tool, so it stops the build.
 COMPILED_SRC := setup.py src/tooldispatch/types.py src/tooldispatch/toolspec.py \
 	$(shell find src/tooldispatch/parsing src/tooldispatch/repair -name '*.py')
 
@@ -34,8 +35,11 @@ $(VENV)/.compiled: $(COMPILED_SRC) | $(PY)
 	$(PIP) install -q "mypy>=1.11" "setuptools>=69" wheel
 	@echo "compiling the parser and repair modules with mypyc (about a minute on two cores)"
 	@TOOLDISPATCH_MYPYC=1 $(PY) setup.py -q build_ext --inplace >$(VENV)/compile.log 2>&1 \
-		|| { echo "note: the compiled build failed (see $(VENV)/compile.log); the pure-Python modules run instead"; \
-			$(MAKE) --no-print-directory clean-compiled; }
+		|| { $(MAKE) --no-print-directory clean-compiled; \
+			if grep -q '^src/tooldispatch/' $(VENV)/compile.log; then \
+				grep '^src/tooldispatch/' $(VENV)/compile.log; \
+				echo "error: mypyc rejected the sources above; fix them (the whole log: $(VENV)/compile.log)"; exit 1; fi; \
+			echo "note: the compiled build failed (see $(VENV)/compile.log); the pure-Python modules run instead"; }
 	touch $@
 
 compiled: $(VENV)/.compiled

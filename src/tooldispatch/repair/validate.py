@@ -370,9 +370,13 @@ def _non_finite(arguments: Any) -> list[list[Any]]:
             if not math.isfinite(value):
                 found.append(path)
         elif isinstance(value, dict):
-            stack.extend((item, [*path, key]) for key, item in reversed(value.items()))
+            children: list[tuple[Any, list[Any]]] = []
+            for key, item in value.items():
+                children.append((item, [*path, key]))
+            stack.extend(reversed(children))  # popped in the order written
         elif isinstance(value, list):
-            stack.extend((item, [*path, i]) for i, item in reversed(list(enumerate(value))))
+            for i in range(len(value) - 1, -1, -1):
+                stack.append((value[i], [*path, i]))
     return found
 
 
