@@ -35,6 +35,7 @@ $(VENV)/.compiled: $(COMPILED_SRC) | $(PY)
 	$(PIP) install -q "mypy>=1.11" "setuptools>=69" wheel
 	@echo "compiling the parser and repair modules with mypyc (about a minute on two cores)"
 	@TOOLDISPATCH_MYPYC=1 $(PY) setup.py -q build_ext --inplace >$(VENV)/compile.log 2>&1 \
+		&& find src -name '*.so' -exec touch {} + \
 		|| { $(MAKE) --no-print-directory clean-compiled; \
 			if grep -q '^src/tooldispatch/' $(VENV)/compile.log; then \
 				grep '^src/tooldispatch/' $(VENV)/compile.log; \
