@@ -48,7 +48,7 @@ FLAG_IN_REASONING: Final = "in_reasoning"
 FLAG_NO_CALL: Final = "no_call"
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Repair:
     """One recorded edit made to a call so that it fits its tool's schema.
 
@@ -67,6 +67,13 @@ class Repair:
     after: Any
     distance: int = 0
 
+    def __init__(self, kind: str, path: str, before: Any, after: Any, distance: int = 0) -> None:
+        self.kind = kind
+        self.path = path
+        self.before = before
+        self.after = after
+        self.distance = distance
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serializable form."""
         return {
@@ -78,7 +85,7 @@ class Repair:
         }
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ToolCall:
     """A valid call: the tool exists and the arguments satisfy its schema.
 
@@ -102,6 +109,26 @@ class ToolCall:
     id: str | None = None
     format: str = ""
 
+    def __init__(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        bucket: Bucket = "ok_strict",
+        stage: Stage = "strict",
+        flags: frozenset[str] = frozenset(),
+        repairs: tuple[Repair, ...] = (),
+        id: str | None = None,
+        format: str = "",
+    ) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.bucket = bucket
+        self.stage = stage
+        self.flags = flags
+        self.repairs = repairs
+        self.id = id
+        self.format = format
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serializable form."""
         return {
@@ -116,7 +143,7 @@ class ToolCall:
         }
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Candidate:
     """Every call-like span the parser found, accepted or not.
 
@@ -144,6 +171,30 @@ class Candidate:
     error: str | None = None
     flags: frozenset[str] = frozenset()
 
+    def __init__(
+        self,
+        raw: str,
+        span: tuple[int, int],
+        format: str,
+        stage: Stage,
+        bucket: Bucket,
+        name: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        repairs: tuple[Repair, ...] = (),
+        error: str | None = None,
+        flags: frozenset[str] = frozenset(),
+    ) -> None:
+        self.raw = raw
+        self.span = span
+        self.format = format
+        self.stage = stage
+        self.bucket = bucket
+        self.name = name
+        self.arguments = arguments
+        self.repairs = repairs
+        self.error = error
+        self.flags = flags
+
     @property
     def accepted(self) -> bool:
         """True when this candidate became a call."""
@@ -165,7 +216,7 @@ class Candidate:
         }
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class ParseOutcome:
     """What ``parse_tool_calls`` made of one model output.
 
@@ -184,6 +235,22 @@ class ParseOutcome:
     candidates: tuple[Candidate, ...] = ()
     stage: Stage = "none"
     flags: frozenset[str] = field(default_factory=frozenset)
+
+    def __init__(
+        self,
+        calls: tuple[ToolCall, ...] = (),
+        content: str = "",
+        reasoning: str = "",
+        candidates: tuple[Candidate, ...] = (),
+        stage: Stage = "none",
+        flags: frozenset[str] = frozenset(),
+    ) -> None:
+        self.calls = calls
+        self.content = content
+        self.reasoning = reasoning
+        self.candidates = candidates
+        self.stage = stage
+        self.flags = flags
 
     @property
     def rejected(self) -> tuple[Candidate, ...]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class RawCall:
     """A call-like span before repair and validation.
 
@@ -35,3 +35,29 @@ class RawCall:
     truncated: bool = False
     lenient: tuple[str, ...] = ()
     flags: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        span: tuple[int, int],
+        raw: str,
+        format: str,
+        stage: Literal["native", "strict", "fallback"],
+        name: str | None,
+        arguments: Any = None,
+        arguments_text: str | None = None,
+        decode_error: str | None = None,
+        truncated: bool = False,
+        lenient: tuple[str, ...] = (),
+        flags: frozenset[str] = frozenset(),
+    ) -> None:
+        self.span = span
+        self.raw = raw
+        self.format = format
+        self.stage = stage
+        self.name = name
+        self.arguments = arguments
+        self.arguments_text = arguments_text
+        self.decode_error = decode_error
+        self.truncated = truncated
+        self.lenient = lenient
+        self.flags = flags

@@ -90,13 +90,22 @@ _SEPARATOR: Final = re.compile(r"[\s,;]*")
 _WINDOW: Final = 256  # how far back a name outside its object is looked for
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class _Found:
     start: int
     end: int
     call: RawCall
     wrapper: str = ""  # "tag" or "fence" when wrapped
     wrapper_fixes: tuple[str, ...] = ()
+
+    def __init__(
+        self, start: int, end: int, call: RawCall, wrapper: str = "", wrapper_fixes: tuple[str, ...] = ()
+    ) -> None:
+        self.start = start
+        self.end = end
+        self.call = call
+        self.wrapper = wrapper
+        self.wrapper_fixes = wrapper_fixes
 
     def finish(self, text: str) -> RawCall:
         call = self.call
@@ -105,7 +114,7 @@ class _Found:
         return replace(call, span=(self.start, self.end), raw=text[self.start : self.end], format=fmt, lenient=lenient)
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class _Wrapper:
     start: int  # the opening tag or fence
     body: int  # where its content starts
@@ -113,6 +122,14 @@ class _Wrapper:
     end: int  # after the closing tag or fence (the region end when unclosed)
     kind: str  # "tag" or "fence"
     closed: bool
+
+    def __init__(self, start: int, body: int, body_end: int, end: int, kind: str, closed: bool) -> None:
+        self.start = start
+        self.body = body
+        self.body_end = body_end
+        self.end = end
+        self.kind = kind
+        self.closed = closed
 
     def fixes(self, text: str) -> tuple[str, ...]:
         """The wrapper tolerances this wrapper needed."""

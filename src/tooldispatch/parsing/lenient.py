@@ -55,7 +55,7 @@ class LenientJSONError(ValueError):
         self.pos = pos
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class LenientResult:
     """A decoded value and what had to be tolerated to get it.
 
@@ -68,6 +68,11 @@ class LenientResult:
     value: Any
     fixes: tuple[str, ...] = ()
     complete: bool = True
+
+    def __init__(self, value: Any, fixes: tuple[str, ...] = (), complete: bool = True) -> None:
+        self.value = value
+        self.fixes = fixes
+        self.complete = complete
 
 
 _WS: Final = re.compile(r"[ \t\r\n\ufeff\u00a0]*")

@@ -47,7 +47,7 @@ _H_MESSAGE: Final = "<|message|>"
 _H_ENDS: Final[tuple[str, ...]] = ("<|end|>", "<|call|>", "<|return|>")
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class ReasoningSplit:
     """Where the reasoning and the content lie in one model output.
 
@@ -59,6 +59,10 @@ class ReasoningSplit:
 
     text: str
     segments: tuple[Segment, ...]
+
+    def __init__(self, text: str, segments: tuple[Segment, ...]) -> None:
+        self.text = text
+        self.segments = segments
 
     def spans(self, kind: SegmentKind) -> tuple[tuple[int, int], ...]:
         """Return the ``(start, end)`` offsets of every segment of one kind."""

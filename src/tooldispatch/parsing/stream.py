@@ -41,7 +41,7 @@ from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
 __all__ = ["CallReady", "ContentText", "ReasoningEnded", "ReasoningText", "StreamEvent", "StreamParser"]
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class ReasoningText:
     """Reasoning text, markers removed.
 
@@ -51,8 +51,11 @@ class ReasoningText:
 
     text: str
 
+    def __init__(self, text: str) -> None:
+        self.text = text
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class ReasoningEnded:
     """The reasoning block closed (``</think>``, ``[/THINK]``, the end of harmony's analysis message).
 
@@ -62,8 +65,11 @@ class ReasoningEnded:
 
     t: float
 
+    def __init__(self, t: float) -> None:
+        self.t = t
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class ContentText:
     """Content that is safe to show: it cannot be part of a tool call.
 
@@ -73,8 +79,11 @@ class ContentText:
 
     text: str
 
+    def __init__(self, text: str) -> None:
+        self.text = text
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class CallReady:
     """A complete, valid tool call.
 
@@ -83,6 +92,9 @@ class CallReady:
     """
 
     call: ToolCall
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
 
 
 StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady

@@ -17,7 +17,7 @@ from tooldispatch.types import Repair, RepairLevel
 _MAX_LISTED_TOOLS: Final = 20
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class RepairResult:
     """The outcome of :func:`repair_call` for one call.
 
@@ -37,6 +37,22 @@ class RepairResult:
     repairs: tuple[Repair, ...] = ()
     bucket: Literal["UnknownName", "SchemaMismatch"] | None = None
     error: str | None = None
+
+    def __init__(
+        self,
+        ok: bool,
+        name: str | None,
+        arguments: dict[str, Any] | None,
+        repairs: tuple[Repair, ...] = (),
+        bucket: Literal["UnknownName", "SchemaMismatch"] | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.ok = ok
+        self.name = name
+        self.arguments = arguments
+        self.repairs = repairs
+        self.bucket = bucket
+        self.error = error
 
 
 def _unknown(name: str | None, tools: Mapping[str, ToolSpec], arguments: Any) -> RepairResult:

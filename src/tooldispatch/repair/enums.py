@@ -27,7 +27,7 @@ def in_enum(value: Any, allowed: Sequence[Any]) -> bool:
     return any(_same(value, option) for option in allowed)
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class EnumFix:
     """What :func:`fix_enum` decided.
 
@@ -42,6 +42,12 @@ class EnumFix:
     found: bool = False
     distance: int = 0
     hint: str | None = None
+
+    def __init__(self, value: Any = None, found: bool = False, distance: int = 0, hint: str | None = None) -> None:
+        self.value = value
+        self.found = found
+        self.distance = distance
+        self.hint = hint
 
 
 def fix_enum(value: Any, allowed: Sequence[Any], *, level: RepairLevel) -> EnumFix:

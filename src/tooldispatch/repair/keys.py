@@ -17,7 +17,7 @@ from tooldispatch.repair.names import match_token
 from tooldispatch.types import RepairLevel
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class KeyPlan:
     """How the keys of one object are renamed.
 
@@ -28,6 +28,10 @@ class KeyPlan:
 
     renames: dict[str, tuple[str, int]] = field(default_factory=dict)
     hints: dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, renames: dict[str, tuple[str, int]] | None = None, hints: dict[str, str] | None = None) -> None:
+        self.renames = {} if renames is None else renames
+        self.hints = {} if hints is None else hints
 
 
 def _matches_pattern(key: str, patterns: Any) -> bool:

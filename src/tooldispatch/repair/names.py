@@ -30,7 +30,7 @@ def canonical(token: str) -> str:
     return _SEPARATORS.sub("", token).casefold()
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Match:
     """The answer of :func:`match_token`.
 
@@ -45,6 +45,14 @@ class Match:
     distance: int = 0
     ambiguous: tuple[str, ...] = ()
     suggestion: str | None = None
+
+    def __init__(
+        self, value: str | None, distance: int = 0, ambiguous: tuple[str, ...] = (), suggestion: str | None = None
+    ) -> None:
+        self.value = value
+        self.distance = distance
+        self.ambiguous = ambiguous
+        self.suggestion = suggestion
 
 
 def _within_bound(distance: int, target: str) -> bool:

@@ -19,7 +19,7 @@ from tooldispatch.types import Repair, RepairLevel
 _MAX_DEPTH: Final = 64
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Walk:
     """State of one repair walk.
 
@@ -34,6 +34,18 @@ class Walk:
     root: Mapping[str, Any]
     repairs: list[Repair] = field(default_factory=list)
     hints: dict[str, str] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        level: RepairLevel,
+        root: Mapping[str, Any],
+        repairs: list[Repair] | None = None,
+        hints: dict[str, str] | None = None,
+    ) -> None:
+        self.level = level
+        self.root = root
+        self.repairs = [] if repairs is None else repairs
+        self.hints = {} if hints is None else hints
 
 
 def _pointer_part(key: str) -> str:

@@ -52,7 +52,7 @@ _PLACEHOLDER_MARKS: Final = ("<function-name>", "<args-json-object>", "{...}", "
 _PLACEHOLDER_MARK: Final = re.compile("|".join(re.escape(mark) for mark in _PLACEHOLDER_MARKS))
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Decoded:
     """One decoded JSON payload.
 
@@ -67,6 +67,14 @@ class Decoded:
     fixes: tuple[str, ...] = ()
     error: str | None = None
     complete: bool = True
+
+    def __init__(
+        self, value: Any = None, fixes: tuple[str, ...] = (), error: str | None = None, complete: bool = True
+    ) -> None:
+        self.value = value
+        self.fixes = fixes
+        self.error = error
+        self.complete = complete
 
 
 def decode_json(text: str, *, strict_failed: bool = False) -> Decoded:
@@ -361,7 +369,7 @@ def guess_name(payload: str) -> str | None:
     return m.group(1) if m else None
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Block:
     """One ``open … close`` block.
 
@@ -380,6 +388,14 @@ class Block:
     end: int
     closed: bool
     at_end: bool
+
+    def __init__(self, start: int, body_start: int, body_end: int, end: int, closed: bool, at_end: bool) -> None:
+        self.start = start
+        self.body_start = body_start
+        self.body_end = body_end
+        self.end = end
+        self.closed = closed
+        self.at_end = at_end
 
 
 class NextFinder:

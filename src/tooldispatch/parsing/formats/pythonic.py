@@ -24,7 +24,7 @@ _NAMESPACES: Final = frozenset({"functions", "default_api", "tools", "api"})
 _JSON_NAMES: Final = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class PyCall:
     """One call read from Python source.
 
@@ -37,6 +37,11 @@ class PyCall:
     name: str | None
     arguments: dict[str, Any] | None
     error: str | None = None
+
+    def __init__(self, name: str | None, arguments: dict[str, Any] | None, error: str | None = None) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.error = error
 
 
 class _NotLiteral(ValueError):
