@@ -37,7 +37,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from rapidfuzz.distance import Levenshtein
@@ -111,7 +111,10 @@ class _Found:
         call = self.call
         fmt = f"{self.wrapper}:{call.format}" if self.wrapper else call.format
         lenient = call.lenient + tuple(x for x in self.wrapper_fixes if x not in call.lenient)
-        return replace(call, span=(self.start, self.end), raw=text[self.start : self.end], format=fmt, lenient=lenient)
+        return RawCall(
+            (self.start, self.end), text[self.start : self.end], fmt, call.stage, call.name, call.arguments,
+            call.arguments_text, call.decode_error, call.truncated, lenient, call.flags,
+        )  # fmt: skip
 
 
 @dataclass(init=False, slots=True)

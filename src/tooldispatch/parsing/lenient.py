@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "LenientJSONError", "LenientResult", "loads_lenient"]
+__all__ = ["MAX_DEPTH", "LenientJSONError", "LenientResult", "loads_lenient", "loads_strict"]
 
 MAX_DEPTH: Final = 100
 """The deepest nesting of arrays and objects accepted (tool arguments rarely pass 10)."""
@@ -174,6 +174,27 @@ def _reject_constant(name: str) -> Any:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 # The string scanner behind ``json`` (C-accelerated; missing from the type stubs).
 scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+# ``json.loads`` of a str is a few Python-level wrappers around this C scanner; calling it directly gives the
+# same value and the same errors without them (the scanner is set on every decoder instance).
+_scan_strict: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_WS: Final = re.compile(r"[ \t\n\r]*")
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads(text)`` for a str: the same value, and a ``json.JSONDecodeError`` where it raises one."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    start = _JSON_WS.match(text).end()  # type: ignore[union-attr]  # a star pattern always matches
+    try:
+        value, end = _scan_strict(text, start)
+    except StopIteration as exc:
+        raise json.JSONDecodeError("Expecting value", text, exc.value) from None
+    end = _JSON_WS.match(text, end).end()  # type: ignore[union-attr]
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def _depth(value: Any) -> int:

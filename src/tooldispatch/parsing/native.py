@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import FIX_ARGUMENTS_STRING, decode_json
+from tooldispatch.repair.types import is_mapping
 
 FORMAT: Final = "openai"
 
 
 def _field(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
+    if is_mapping(obj):
         return obj.get(key)
     return getattr(obj, key, None)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tooldispatch.repair.names import match_token
+from tooldispatch.repair.types import is_mapping
 from tooldispatch.types import RepairLevel
 
 
@@ -35,7 +36,7 @@ class KeyPlan:
 
 
 def _matches_pattern(key: str, patterns: Any) -> bool:
-    if not isinstance(patterns, Mapping):
+    if not is_mapping(patterns):
         return False
     for pattern in patterns:
         try:
@@ -50,7 +51,7 @@ def plan_keys(value: Mapping[str, Any], schema: Mapping[str, Any], *, level: Rep
     """Decide which keys of ``value`` to rename to the properties ``schema`` declares."""
     plan = KeyPlan()
     props = schema.get("properties")
-    if level == "none" or not isinstance(props, Mapping) or not props:
+    if level == "none" or not is_mapping(props) or not props:
         return plan
     unknown = [key for key in value if key not in props]
     if not unknown:

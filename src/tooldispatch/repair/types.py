@@ -9,11 +9,12 @@ string into a number it does not spell.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
+
+from tooldispatch.parsing.lenient import loads_strict
 
 JSON_TYPES: Final[dict[type, str]] = {
     str: "string",
@@ -27,6 +28,11 @@ JSON_TYPES: Final[dict[type, str]] = {
 
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _MAX_REF_HOPS: Final = 32
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, answered at once for a ``dict`` (the ABC check costs many times more)."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def json_type(value: Any) -> str:
@@ -60,7 +66,7 @@ def resolve_ref(schema: Any, root: Mapping[str, Any]) -> Any:
     A reference that does not resolve locally is left as it is (validation reports it).
     """
     for _ in range(_MAX_REF_HOPS):
-        if not isinstance(schema, Mapping):
+        if not is_mapping(schema):
             return schema
         ref = schema.get("$ref")
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -68,7 +74,7 @@ def resolve_ref(schema: Any, root: Mapping[str, Any]) -> Any:
         target: Any = root
         for part in ref[1:].split("/")[1:] if ref != "#" else []:
             part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(target, Mapping) or part not in target:
+            if not is_mapping(target) or part not in target:
                 return schema
             target = target[part]
         schema = target
@@ -78,7 +84,7 @@ def resolve_ref(schema: Any, root: Mapping[str, Any]) -> Any:
 def allows_null(schema: Any, root: Mapping[str, Any]) -> bool:
     """Return True when ``null`` may be a valid value for ``schema`` (conservatively)."""
     schema = resolve_ref(schema, root)
-    if not isinstance(schema, Mapping):
+    if not is_mapping(schema):
         return schema is not False
     types = declared_types(schema)
     if types and "null" not in types:
@@ -109,7 +115,7 @@ def _from_string(text: str, wanted: str) -> tuple[bool, Any]:
         return True, stripped.lower() == "true"
     if wanted in ("object", "array") and stripped[:1] in ("{", "["):
         try:
-            decoded = json.loads(stripped)
+            decoded = loads_strict(stripped)
         except (ValueError, RecursionError):
             return False, None
         return (True, decoded) if json_type(decoded) == wanted else (False, None)

@@ -13,7 +13,15 @@ from typing import Any, Final
 
 from tooldispatch.repair.enums import fix_enum, in_enum
 from tooldispatch.repair.keys import plan_keys
-from tooldispatch.repair.types import allows_null, coerce, declared_types, json_type, resolve_ref, type_matches
+from tooldispatch.repair.types import (
+    allows_null,
+    coerce,
+    declared_types,
+    is_mapping,
+    json_type,
+    resolve_ref,
+    type_matches,
+)
 from tooldispatch.types import Repair, RepairLevel
 
 _MAX_DEPTH: Final = 64
@@ -59,7 +67,7 @@ def _branch_for(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) 
         if not isinstance(branches, list):
             continue
         resolved = [resolve_ref(b, root) for b in branches]
-        typed = [b for b in resolved if isinstance(b, Mapping) and declared_types(b) != ("null",)]
+        typed = [b for b in resolved if is_mapping(b) and declared_types(b) != ("null",)]
         if value is None:
             return schema, True
         if len(typed) == 1:
@@ -76,7 +84,7 @@ def repair_value(value: Any, schema: Any, path: str, walk: Walk, depth: int = 0)
     if depth > _MAX_DEPTH:
         return value
     schema = resolve_ref(schema, walk.root)
-    if not isinstance(schema, Mapping):
+    if not is_mapping(schema):
         return value
     schema, done = _branch_for(value, schema, walk.root)
     if done or value is None:
@@ -114,7 +122,7 @@ def _coerce(value: Any, schema: Mapping[str, Any], types: tuple[str, ...], path:
             return new
     if "array" in types and json_type(value) not in ("array", "other"):
         items = resolve_ref(schema.get("items", {}), walk.root)
-        item_types = declared_types(items) if isinstance(items, Mapping) else ()
+        item_types = declared_types(items) if is_mapping(items) else ()
         fits = not item_types or any(type_matches(value, t) for t in item_types)
         if not fits:
             fits = any(coerce(value, t) is not None for t in item_types)
@@ -126,7 +134,7 @@ def _coerce(value: Any, schema: Mapping[str, Any], types: tuple[str, ...], path:
 
 def _repair_object(value: dict[str, Any], schema: Mapping[str, Any], path: str, walk: Walk, depth: int) -> Any:
     props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
+    props = props if is_mapping(props) else {}
     plan = plan_keys(value, schema, level=walk.level)
     for key, hint in plan.hints.items():
         walk.hints[f"{path}/{_pointer_part(key)}"] = hint
@@ -145,7 +153,7 @@ def _repair_object(value: dict[str, Any], schema: Mapping[str, Any], path: str, 
                 walk.repairs.append(Repair("null_optional", child_path, None, None))
                 continue
             out[target] = repair_value(item, sub, child_path, walk, depth + 1)
-        elif isinstance(extra, Mapping):
+        elif is_mapping(extra):
             out[target] = repair_value(item, extra, child_path, walk, depth + 1)
         else:
             out[target] = item

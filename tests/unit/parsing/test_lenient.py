@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, LenientResult, loads_lenient
+from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, LenientResult, loads_lenient, loads_strict
 
 
 def test_valid_json_takes_the_fast_path_with_no_fixes() -> None:
@@ -215,3 +215,21 @@ def test_a_json_text_cut_anywhere_reads_as_an_incomplete_prefix_of_its_value(
     assert result.complete is False, prefix
     assert "missing_closer" in result.fixes, prefix
     assert _within(result.value, value), (prefix, result.value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        _JSONISH, st.text(max_size=60), _CONTAINERS.map(json.dumps), st.sampled_from(["\ufeff{}", " [1] ", "1 2", ""])
+    )
+)
+def test_loads_strict_is_json_loads(text: str) -> None:
+    """``loads_strict`` gives ``json.loads``'s value (NaN as NaN), and fails with its message where it fails."""
+    try:
+        expected: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError) as caught:
+            loads_strict(text)
+        assert (caught.value.msg, caught.value.pos) == (exc.msg, exc.pos)
+        return
+    assert json.dumps(loads_strict(text)) == json.dumps(expected)

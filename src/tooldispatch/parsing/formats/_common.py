@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
+from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient, loads_strict
 
 FIX_UNCLOSED: Final = "unclosed_tag"
 """Fix recorded when a block's closing marker is missing (the block ran into the next one or the end)."""
@@ -86,7 +86,7 @@ def decode_json(text: str, *, strict_failed: bool = False) -> Decoded:
     """
     if not strict_failed:
         try:
-            return Decoded(json.loads(text))
+            return Decoded(loads_strict(text))
         except (ValueError, RecursionError):
             pass
     try:
@@ -110,7 +110,7 @@ def raw_decode_at(text: str, pos: int, limit: int | None = None) -> tuple[Any, i
     if end < 0:
         return None
     try:
-        return json.loads(text[pos:end]), end
+        return loads_strict(text[pos:end]), end
     except (ValueError, RecursionError):
         return None
 
@@ -494,7 +494,7 @@ def _strict_json(body: str) -> bool:
     if not body.lstrip().startswith(("{", "[")):
         return False
     try:
-        json.loads(body)
+        loads_strict(body)
     except (ValueError, RecursionError):
         return False
     return True
@@ -585,7 +585,7 @@ def xml_value(raw: str) -> Any:
     head = value.lstrip()[:1]
     if head in ("{", "["):
         try:
-            return json.loads(value)
+            return loads_strict(value)
         except (ValueError, RecursionError):
             return value
     return value
@@ -608,8 +608,14 @@ def parse_python(source: str, mode: Literal["exec", "eval"]) -> ast.Module | ast
     Raises:
         SyntaxError, ValueError, RecursionError, MemoryError: as ``ast.parse``.
     """
+    if _MAY_WARN.search(source) is None:  # the filters cost more than the parse of a short call
+        return ast.parse(source, mode="exec") if mode == "exec" else ast.parse(source, mode="eval")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if mode == "exec":
             return ast.parse(source, mode="exec")
         return ast.parse(source, mode="eval")
+
+
+# What the parser warns about: escapes in strings, and a number run into a name (``0x1for``, ``1if``).
+_MAY_WARN: Final = re.compile(r"\\|\d[A-Za-z_]")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
 from typing import Final
 
@@ -24,6 +23,7 @@ from tooldispatch.parsing.formats._common import (
     strip_fence,
     tool_call_body_kind,
 )
+from tooldispatch.parsing.lenient import loads_strict
 
 FORMAT: Final = "hermes"
 MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
@@ -142,7 +142,7 @@ def _read_json_body(text: str, begin: int, end: int, payload: str) -> list[RawCa
     if not payload.lstrip().startswith("{") or is_placeholder(None, payload):
         return None
     try:
-        obj = json.loads(payload)
+        obj = loads_strict(payload)
     except (ValueError, RecursionError):
         obj = _MISSING
     if type(obj) is dict and "function" not in obj:

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from tooldispatch.parsing._markers import JSON_START
@@ -27,6 +26,7 @@ from tooldispatch.parsing.formats._common import (
     skip_ws,
     split_call_object,
 )
+from tooldispatch.parsing.lenient import loads_strict
 
 FORMAT_LLAMA3: Final = "llama3_json"
 FORMAT_LLAMA4: Final = "llama4"
@@ -116,7 +116,7 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
 def _strict_json(payload: str) -> Any:
     """``json.loads(payload)``, or ``_UNREAD`` when it fails."""
     try:
-        return json.loads(payload)
+        return loads_strict(payload)
     except (ValueError, RecursionError):
         return _UNREAD
 
@@ -208,7 +208,7 @@ def read_whole_json_call(text: str) -> list[RawCall] | None:
     One ``json.loads`` of the whole text settles the shape, so nothing is decoded twice.
     """
     try:
-        value = json.loads(text)
+        value = loads_strict(text)
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or not looks_like_call(value):
