@@ -89,7 +89,7 @@ def normalize_tools(tools: ToolsInput) -> dict[str, ToolSpec]:
     """
     if tools is None:
         return {}
-    if isinstance(tools, Mapping):
+    if type(tools) is dict or isinstance(tools, Mapping):  # a dict skips the ABC's check, which costs more
         for name, spec in tools.items():
             if not isinstance(spec, ToolSpec):
                 raise ConfigError(
@@ -104,7 +104,7 @@ def normalize_tools(tools: ToolsInput) -> dict[str, ToolSpec]:
     for item in tools:
         if isinstance(item, ToolSpec):
             spec = item
-        elif isinstance(item, Mapping):
+        elif type(item) is dict or isinstance(item, Mapping):
             spec = _spec_from_mapping(item)
         else:
             raise ConfigError(f"a tool entry must be an object or a ToolSpec, not {type(item).__name__}: {item!r:.80}")
