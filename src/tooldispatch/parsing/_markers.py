@@ -43,6 +43,16 @@ _PY_LIST: Final = re.compile(r"\[[ \t]*[A-Za-z_][\w.]{0,127}[ \t]*\(")
 def scan_markers(text: str) -> frozenset[str]:
     """Return the markers of ``LEADS`` found in ``text``, plus ``PY_LIST`` and ``JSON_START``."""
     found: set[str] = set()
+    if len(text) < SHORT:
+        # A short text: one ``in`` per marker whose lead appears is quicker than walking the leads.
+        for lead, markers in LEADS.items():
+            if lead in text:
+                for marker in markers:
+                    if marker in text:
+                        found.add(marker)
+        if "[" in text and _PY_LIST.search(text):
+            found.add(PY_LIST)
+        return for_view(frozenset(found), text)
     for lead, markers in LEADS.items():
         wanted = set(markers)
         pos = text.find(lead)
@@ -63,8 +73,13 @@ def scan_markers(text: str) -> frozenset[str]:
 
 def for_view(markers: frozenset[str], view: str) -> frozenset[str]:
     """Adjust markers found in a text for a same-length view of it (``JSON_START`` depends on the view)."""
-    first = _BLANK.match(view)
-    starts_json = first is not None and view.startswith("{", first.end())
+    if view[:1] == "{":
+        starts_json = True
+    elif not view[:1].isspace():
+        starts_json = False
+    else:
+        first = _BLANK.match(view)
+        starts_json = first is not None and view.startswith("{", first.end())
     if starts_json == (JSON_START in markers):
         return markers
     return markers | {JSON_START} if starts_json else markers - {JSON_START}

@@ -71,3 +71,21 @@ def test_many_lead_characters_fall_back_to_one_plain_scan() -> None:
     assert (contains(text, "<tool_call>"), contains(text, "think>"), contains(text, "<|")) == (True, True, False)
     assert find(text, "<tool_call>") == 1000
     assert contains_any(text, ("<|", "THINK]")) is False
+
+
+_ALL_MARKERS = ["<tool_call>", "<function=", "<invoke", "<|python_start|>", "<|python_tag|>", "<|channel|>"]
+_ALL_MARKERS += ["<|message|>", "<|start|>", "<think>", "</think>", "<|tool", "<｜tool", "[TOOL_CALLS]", "[THINK]"]
+_ALL_MARKERS += ["[/THINK]", "```tool_code", "```tool_call"]
+_SCAN_PIECES = st.lists(st.sampled_from([*_ALL_MARKERS, "[f(", "{", " ", "\n", "x", "<", "[", "`", "|>"]), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(_SCAN_PIECES.map("".join), st.sampled_from([1, 200])).map(lambda p: p[0] * p[1]))
+def test_scan_markers_reports_each_marker_in_the_text(text: str) -> None:
+    """Short texts (one ``in`` per marker) and long ones (jumps between leads) give the same answer as ``in``."""
+    expected = {m for m in _ALL_MARKERS if m in text}
+    if "[f(" in text:
+        expected.add(PY_LIST)
+    if text.lstrip().startswith("{"):
+        expected.add(JSON_START)
+    assert scan_markers(text) == frozenset(expected)
