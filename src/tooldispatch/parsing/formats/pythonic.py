@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from keyword import iskeyword
 from typing import Any, Final
 
 from tooldispatch.parsing._markers import PY_LIST
@@ -115,8 +116,15 @@ def parse_python_calls(source: str) -> list[PyCall] | None:
     Returns:
         The calls, or ``None`` when the source is not Python made only of calls.
     """
+    stripped = source.strip()
+    quick = _read_plain(stripped)
+    return quick if quick is not None else _parse_with_ast(stripped)
+
+
+def _parse_with_ast(source: str) -> list[PyCall] | None:
+    """:func:`parse_python_calls` through ``ast``, for any source."""
     try:
-        tree = parse_python(source.strip(), "exec")
+        tree = parse_python(source, "exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     calls: list[PyCall] = []
@@ -132,6 +140,175 @@ def parse_python_calls(source: str) -> list[PyCall] | None:
         except RecursionError:
             return None
     return calls or None
+
+
+# -- the plain shape, read without ``ast`` ---------------------------------------------------------------------
+# ``[f(a="x", b=1), g()]`` or one call, with string, number, JSON-name, list and dict values: what models write.
+# Anything else (escapes, comments, positional arguments, tuples, other names, several statements, text
+# outside ASCII) is left to ``ast``; where the reader answers, the answer is the one ``ast`` gives (a test
+# compares them).
+_IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPACE: Final = re.compile(r"[ \t\r\n]*")
+_BLANKS: Final = re.compile(r"[ \t]*")
+_PLAIN_STRING: Final = {'"': re.compile(r'"([^"\\\r\n]*)"'), "'": re.compile(r"'([^'\\\r\n]*)'")}
+_NUMBER: Final = re.compile(r"(?:0|[1-9][0-9]{0,99})(?:\.[0-9]{1,100})?(?:[eE][+-]?[0-9]{1,4})?(?![A-Za-z0-9_.])")
+_QUOTES: Final = frozenset("\"'")
+
+
+class _NotPlain(Exception):
+    """The source leaves the plain shape: ``ast`` reads it."""
+
+
+def _read_plain(source: str) -> list[PyCall] | None:
+    """The calls of a plain call list or single call, or ``None`` to leave the source to ``ast``."""
+    if not source or not source.isascii() or "\x00" in source:
+        return None
+    reader = _PlainReader(source)
+    try:
+        return reader.read()
+    except _NotPlain:
+        return None
+
+
+class _PlainReader:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def read(self) -> list[PyCall]:
+        text = self.text
+        calls: list[PyCall] = []
+        if text[0] == "[":
+            self.pos = 1
+            self.space()
+            while True:
+                calls.append(self.call())
+                if self.separator("]"):
+                    break
+        else:
+            calls.append(self.call())
+        if self.pos != len(text):
+            raise _NotPlain
+        return calls
+
+    def space(self) -> None:
+        self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]  # a star always matches
+
+    def separator(self, closer: str) -> bool:
+        """After an item: a comma (and maybe the closer) or the closer; True when the container closed."""
+        self.space()
+        text, pos = self.text, self.pos
+        if text.startswith(closer, pos):
+            self.pos = pos + 1
+            return True
+        if not text.startswith(",", pos):
+            raise _NotPlain
+        self.pos = pos + 1
+        self.space()
+        if self.text.startswith(closer, self.pos):
+            self.pos += 1
+            return True
+        return False
+
+    def ident(self) -> str:
+        m = _IDENT.match(self.text, self.pos)
+        if m is None or iskeyword(m.group()):
+            raise _NotPlain
+        self.pos = m.end()
+        return m.group()
+
+    def call(self) -> PyCall:
+        name = self.ident()
+        while self.text.startswith(".", self.pos):
+            self.pos += 1
+            part = self.ident()
+            name = part if name in _NAMESPACES else f"{name}.{part}"
+        if name == "print":
+            raise _NotPlain
+        # Spaces may come before the parenthesis, not a line break (outside brackets it ends the statement).
+        self.pos = _BLANKS.match(self.text, self.pos).end()  # type: ignore[union-attr]  # a star always matches
+        if not self.text.startswith("(", self.pos):
+            raise _NotPlain
+        self.pos += 1
+        self.space()
+        args: dict[str, Any] = {}
+        if self.text.startswith(")", self.pos):
+            self.pos += 1
+            self.space()
+            return PyCall(name, args)
+        while True:
+            key = self.ident()
+            self.space()
+            if not self.text.startswith("=", self.pos) or self.text.startswith("==", self.pos) or key in args:
+                raise _NotPlain
+            self.pos += 1
+            self.space()
+            args[key] = self.value()
+            if self.separator(")"):
+                self.space()
+                return PyCall(name, args)
+
+    def value(self) -> Any:
+        text, pos = self.text, self.pos
+        if pos >= len(text):
+            raise _NotPlain
+        c = text[pos]
+        if c in _QUOTES:
+            m = _PLAIN_STRING[c].match(text, pos)
+            if m is None:
+                raise _NotPlain
+            self.pos = m.end()
+            self.space()
+            if self.pos < len(text) and text[self.pos] in _QUOTES:  # "a" "b" is one concatenated string
+                raise _NotPlain
+            return m.group(1)
+        if c == "-" or "0" <= c <= "9":
+            sign = 1
+            if c == "-":
+                sign = -1
+                pos += 1
+            m = _NUMBER.match(text, pos)
+            if m is None:
+                raise _NotPlain
+            self.pos = m.end()
+            spelled = m.group()
+            number: int | float = int(spelled) if spelled.isdigit() else float(spelled)
+            return -number if sign < 0 else number
+        if c == "[":
+            self.pos = pos + 1
+            self.space()
+            items: list[Any] = []
+            if self.text.startswith("]", self.pos):
+                self.pos += 1
+                return items
+            while True:
+                items.append(self.value())
+                if self.separator("]"):
+                    return items
+        if c == "{":
+            self.pos = pos + 1
+            self.space()
+            out: dict[str, Any] = {}
+            if self.text.startswith("}", self.pos):
+                self.pos += 1
+                return out
+            while True:
+                key = self.value()
+                if type(key) is not str:
+                    raise _NotPlain
+                self.space()
+                if not self.text.startswith(":", self.pos):
+                    raise _NotPlain
+                self.pos += 1
+                self.space()
+                out[key] = self.value()
+                if self.separator("}"):
+                    return out
+        m = _IDENT.match(text, pos)
+        if m is not None and m.group() in _JSON_NAMES:
+            self.pos = m.end()
+            return _JSON_NAMES[m.group()]
+        raise _NotPlain
 
 
 def split_top_level(source: str, start: int, end: int) -> list[tuple[int, int]]:
