@@ -229,3 +229,11 @@ def test_the_quick_reader_agrees_with_ast_wherever_it_answers(source: str) -> No
     quick = pythonic._read_plain(source)
     if quick is not None:
         assert _shown(quick) == _shown(pythonic._parse_with_ast(source)), source
+
+
+@pytest.mark.parametrize("depth", [20, 33, 250, 100_000])
+def test_deeply_nested_values_reach_ast_which_decides(depth: int) -> None:
+    """Past a small depth the quick reader steps aside (no deep recursion); the answer is ast's."""
+    source = "f(a=" + "[" * depth + "]" * depth + ")"
+    assert (pythonic._read_plain(source) is not None) == (depth <= 32)
+    assert _shown(pythonic.parse_python_calls(source)) == _shown(pythonic._parse_with_ast(source))

@@ -170,10 +170,14 @@ def _read_plain(source: str) -> list[PyCall] | None:
         return None
 
 
+_PLAIN_DEPTH: Final = 32  # deeper values go to ast, whose parser has its own limit
+
+
 class _PlainReader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def read(self) -> list[PyCall]:
         text = self.text
@@ -274,6 +278,22 @@ class _PlainReader:
             spelled = m.group()
             number: int | float = int(spelled) if spelled.isdigit() else float(spelled)
             return -number if sign < 0 else number
+        if c == "[" or c == "{":
+            self.depth += 1
+            if self.depth > _PLAIN_DEPTH:
+                raise _NotPlain
+            value = self.container(c)
+            self.depth -= 1
+            return value
+        m = _IDENT.match(text, pos)
+        if m is not None and m.group() in _JSON_NAMES:
+            self.pos = m.end()
+            return _JSON_NAMES[m.group()]
+        raise _NotPlain
+
+    def container(self, c: str) -> Any:
+        """A list or dict value whose opening bracket ``c`` is at ``pos``."""
+        pos = self.pos
         if c == "[":
             self.pos = pos + 1
             self.space()
@@ -285,30 +305,24 @@ class _PlainReader:
                 items.append(self.value())
                 if self.separator("]"):
                     return items
-        if c == "{":
-            self.pos = pos + 1
+        self.pos = pos + 1
+        self.space()
+        out: dict[str, Any] = {}
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+            return out
+        while True:
+            key = self.value()
+            if type(key) is not str:
+                raise _NotPlain
             self.space()
-            out: dict[str, Any] = {}
-            if self.text.startswith("}", self.pos):
-                self.pos += 1
+            if not self.text.startswith(":", self.pos):
+                raise _NotPlain
+            self.pos += 1
+            self.space()
+            out[key] = self.value()
+            if self.separator("}"):
                 return out
-            while True:
-                key = self.value()
-                if type(key) is not str:
-                    raise _NotPlain
-                self.space()
-                if not self.text.startswith(":", self.pos):
-                    raise _NotPlain
-                self.pos += 1
-                self.space()
-                out[key] = self.value()
-                if self.separator("}"):
-                    return out
-        m = _IDENT.match(text, pos)
-        if m is not None and m.group() in _JSON_NAMES:
-            self.pos = m.end()
-            return _JSON_NAMES[m.group()]
-        raise _NotPlain
 
 
 def split_top_level(source: str, start: int, end: int) -> list[tuple[int, int]]:
