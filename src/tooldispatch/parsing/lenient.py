@@ -101,19 +101,13 @@ _SIMPLE_ESCAPES: Final = {
 }
 _NUMBER_START: Final = frozenset("-+.0123456789")
 _CLOSER_OF: Final = {"{": "}", "[": "]"}
-_TOKEN: Final = re.compile(
-    r"""[ \t\r\n\ufeff\u00a0]*+(?:
-    ([{\[])
-    |([}\]])
-    |(,)
-    |(:)
-    |(")
-    |(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.$])
-    |(true|false|null)(?![\w$-])
-    |(.)
-    )""",
-    re.DOTALL | re.VERBOSE,
-)
+# The tokens of the reader below. Between tokens: JSON whitespace, a BOM and no-break spaces. A number is a
+# strict JSON number not run into a word (anything looser is read by ``_number``); a literal is true, false or
+# null not run into a word; any other character is a token of its own.
+_TOKEN_SPACE: Final = frozenset(" \t\r\n\ufeff\u00a0")
+_NUMBER_TOKEN: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.$])")
+_LITERAL_TOKEN: Final = re.compile(r"(?:true|false|null)(?![\w$-])")
+_SINGLE_TOKENS: Final = {"{": 1, "[": 1, "}": 2, "]": 2, ",": 3, ":": 4, '"': 5}
 _T_OPEN, _T_CLOSE, _T_COMMA, _T_COLON, _T_STRING, _T_NUMBER, _T_LITERAL, _T_OTHER = range(1, 9)
 _MISSING: Final[Any] = object()  # a scalar cut off before anything of it could be read
 
@@ -316,22 +310,33 @@ class _Reader:
         text = self.text
         n = self.n
         fixes = self.fixes
-        token = _TOKEN.match
         root: Any = None
         stack: list[Any] = []  # open containers, innermost last
         openers: list[str] = []  # "{" or "[" for each open container
         keys: list[str | None] = []  # the pending key of each open object (None for arrays)
         state = _VALUE
         while True:
-            m = token(text, i)
-            if m is None:  # only whitespace is left
+            while i < n and text[i] in _TOKEN_SPACE:
+                i += 1
+            if i >= n:  # only whitespace is left
                 if stack:
                     self.truncated = True
                     return root, n
                 raise LenientJSONError("the text ends where a value should start", n)
-            kind = m.lastindex
-            pos = m.start(kind)  # type: ignore[arg-type]  # every alternative is a group
-            i = m.end()
+            pos = i
+            c = text[i]
+            kind = _SINGLE_TOKENS.get(c, _T_OTHER)
+            i += 1
+            spelled = ""
+            if kind == _T_OTHER:
+                if c == "-" or "0" <= c <= "9":
+                    m = _NUMBER_TOKEN.match(text, pos)
+                    if m is not None:
+                        kind, i, spelled = _T_NUMBER, m.end(), m.group()
+                elif c == "t" or c == "f" or c == "n":
+                    m = _LITERAL_TOKEN.match(text, pos)
+                    if m is not None:
+                        kind, i, spelled = _T_LITERAL, m.end(), m.group()
             if kind == _T_OTHER and text[pos] == "\\" and text[pos + 1 : pos + 2] in ("n", "r", "t"):
                 _note(fixes, "stray_escape")
                 i = pos + 2
@@ -405,10 +410,10 @@ class _Reader:
                 state = _OBJ_FIRST if opener == "{" else _ARR_FIRST
                 continue
             if kind == _T_NUMBER:
-                value: Any = _to_number(m.group(kind), pos)
+                value: Any = _to_number(spelled, pos)
                 ok = True
             elif kind == _T_LITERAL:
-                value = _JSON_LITERALS[m.group(kind)]
+                value = _JSON_LITERALS[spelled]
                 ok = True
             elif kind == _T_STRING:
                 value, i, ok = self._string(pos)
