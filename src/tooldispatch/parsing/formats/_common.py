@@ -29,8 +29,8 @@ FIX_FENCE: Final = "fence"
 """Fix recorded when a Markdown code fence wrapped a payload that should be bare."""
 
 # Linear: each alternative starts with a different character, string bodies cannot overlap.
-_DQ_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]()]', re.DOTALL)
-_PY_TOKENS: Final = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|[{}\[\]()]', re.DOTALL)
+_DQ_TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}\[\]()]', re.DOTALL)
+_PY_TOKENS: Final = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"?|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\'?|[{}\[\]()]', re.DOTALL)
 _WS: Final = re.compile(r"\s*")
 _NAME: Final = re.compile(r"[A-Za-z_][\w.\-:]{0,127}")
 _FENCE: Final = re.compile(r"\A```[A-Za-z_]*[ \t]*\n?(.*?)\n?[ \t]*```\s*\Z", re.DOTALL)
@@ -135,7 +135,7 @@ def balanced_end(text: str, start: int, *, python: bool = False, limit: int | No
     return -1
 
 
-_DEPTH_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.DOTALL)
+_DEPTH_TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(")?|[{}\[\]]', re.DOTALL)
 
 
 def missing_closers(text: str) -> int | None:
