@@ -148,8 +148,8 @@ def _parse_with_ast(source: str) -> list[PyCall] | None:
 # outside ASCII) is left to ``ast``; where the reader answers, the answer is the one ``ast`` gives (a test
 # compares them).
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPACE: Final = re.compile(r"[ \t\r\n]*")
-_BLANKS: Final = re.compile(r"[ \t]*")
+_SPACE_CHARS: Final = frozenset(" \t\r\n")
+_BLANK_CHARS: Final = frozenset(" \t")
 _PLAIN_STRING: Final = {'"': re.compile(r'"([^"\\\r\n]*)"'), "'": re.compile(r"'([^'\\\r\n]*)'")}
 _NUMBER: Final = re.compile(r"(?:0|[1-9][0-9]{0,99})(?:\.[0-9]{1,100})?(?:[eE][+-]?[0-9]{1,4})?(?![A-Za-z0-9_.])")
 _QUOTES: Final = frozenset("\"'")
@@ -196,23 +196,28 @@ class _PlainReader:
         return calls
 
     def space(self) -> None:
-        self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]  # a star always matches
+        text, pos = self.text, self.pos
+        while pos < len(text) and text[pos] in _SPACE_CHARS:
+            pos += 1
+        self.pos = pos
 
     def separator(self, closer: str) -> bool:
         """After an item: a comma (and maybe the closer) or the closer; True when the container closed."""
         self.space()
-        text, pos = self.text, self.pos
-        if text.startswith(closer, pos):
-            self.pos = pos + 1
+        if self.at(closer):
+            self.pos += 1
             return True
-        if not text.startswith(",", pos):
+        if not self.at(","):
             raise _NotPlain
-        self.pos = pos + 1
+        self.pos += 1
         self.space()
-        if self.text.startswith(closer, self.pos):
+        if self.at(closer):
             self.pos += 1
             return True
         return False
+
+    def at(self, char: str) -> bool:
+        return self.pos < len(self.text) and self.text[self.pos] == char
 
     def ident(self) -> str:
         m = _IDENT.match(self.text, self.pos)
@@ -223,27 +228,28 @@ class _PlainReader:
 
     def call(self) -> PyCall:
         name = self.ident()
-        while self.text.startswith(".", self.pos):
+        while self.at("."):
             self.pos += 1
             part = self.ident()
             name = part if name in _NAMESPACES else f"{name}.{part}"
         if name == "print":
             raise _NotPlain
         # Spaces may come before the parenthesis, not a line break (outside brackets it ends the statement).
-        self.pos = _BLANKS.match(self.text, self.pos).end()  # type: ignore[union-attr]  # a star always matches
-        if not self.text.startswith("(", self.pos):
+        while self.pos < len(self.text) and self.text[self.pos] in _BLANK_CHARS:
+            self.pos += 1
+        if not self.at("("):
             raise _NotPlain
         self.pos += 1
         self.space()
         args: dict[str, Any] = {}
-        if self.text.startswith(")", self.pos):
+        if self.at(")"):
             self.pos += 1
             self.space()
             return PyCall(name, args)
         while True:
             key = self.ident()
             self.space()
-            if not self.text.startswith("=", self.pos) or self.text.startswith("==", self.pos) or key in args:
+            if not self.at("=") or self.text.startswith("==", self.pos) or key in args:
                 raise _NotPlain
             self.pos += 1
             self.space()
@@ -298,7 +304,7 @@ class _PlainReader:
             self.pos = pos + 1
             self.space()
             items: list[Any] = []
-            if self.text.startswith("]", self.pos):
+            if self.at("]"):
                 self.pos += 1
                 return items
             while True:
@@ -308,7 +314,7 @@ class _PlainReader:
         self.pos = pos + 1
         self.space()
         out: dict[str, Any] = {}
-        if self.text.startswith("}", self.pos):
+        if self.at("}"):
             self.pos += 1
             return out
         while True:
@@ -316,7 +322,7 @@ class _PlainReader:
             if type(key) is not str:
                 raise _NotPlain
             self.space()
-            if not self.text.startswith(":", self.pos):
+            if not self.at(":"):
                 raise _NotPlain
             self.pos += 1
             self.space()
