@@ -88,6 +88,7 @@ def _shown(calls: list[PyCall] | None) -> str:
         "functions.assign_driver(driver_id='d-7', tags=['a', \"b\"], opts={'x': -1.5e3, \"y\": null},)",
         "[f(a=[], b={}, c=true, d=None, e=-0, f=0.25)]",
         '[\n  f(\n    a = "x",\n  ),\n]',
+        'list_drivers(zone="north")\n\n  \nassign_driver(driver_id="d-1")',
     ],
 )
 def test_plain_call_lists_are_read_without_ast_as_ast_reads_them(source: str) -> None:
@@ -109,7 +110,8 @@ def test_plain_call_lists_are_read_without_ast_as_ast_reads_them(source: str) ->
         "f(a=- 1)",
         "f(a=x)",
         "f\n(a=1)",
-        "f(a=1)\ng(b=2)",
+        "f(a=1)\n  g(b=2)",
+        "f(a=1); g(b=2)",
         "f(a=1, a=2)",
         "print(f(a=1))",
         "f(**k)",
@@ -206,6 +208,11 @@ _CALLS = st.builds(
 )
 _PLAIN = st.one_of(
     _CALLS,
+    st.builds(
+        lambda cs, sep: sep.join(cs),
+        st.lists(_CALLS, min_size=2, max_size=3),
+        st.sampled_from(["\n", "\n\n", " \n", "\n ", ";"]),
+    ),
     st.builds(
         lambda cs, ws, t: f"[{ws}{_joined(cs, ws, t)}{ws}]",
         st.lists(_CALLS, min_size=1, max_size=3),

@@ -150,6 +150,7 @@ def _parse_with_ast(source: str) -> list[PyCall] | None:
 _IDENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPACE_CHARS: Final = frozenset(" \t\r\n")
 _BLANK_CHARS: Final = frozenset(" \t")
+_LINE_BREAKS: Final = frozenset("\r\n")
 _PLAIN_STRING: Final = {'"': re.compile(r'"([^"\\\r\n]*)"'), "'": re.compile(r"'([^'\\\r\n]*)'")}
 _NUMBER: Final = re.compile(r"(?:0|[1-9][0-9]{0,99})(?:\.[0-9]{1,100})?(?:[eE][+-]?[0-9]{1,4})?(?![A-Za-z0-9_.])")
 _QUOTES: Final = frozenset("\"'")
@@ -189,11 +190,21 @@ class _PlainReader:
                 calls.append(self.call())
                 if self.separator("]"):
                     break
-        else:
+            if self.pos != len(text):
+                raise _NotPlain
+            return calls
+        # One call, or one per line: each line starts with its call (an indented one is an error in Python).
+        while True:
             calls.append(self.call())
-        if self.pos != len(text):
-            raise _NotPlain
-        return calls
+            while self.pos < len(text) and text[self.pos] in _BLANK_CHARS:
+                self.pos += 1
+            if self.pos == len(text):
+                return calls
+            if text[self.pos] not in _LINE_BREAKS:
+                raise _NotPlain
+            self.space()
+            if text[self.pos - 1] not in _LINE_BREAKS:
+                raise _NotPlain
 
     def space(self) -> None:
         text, pos = self.text, self.pos
@@ -244,7 +255,6 @@ class _PlainReader:
         args: dict[str, Any] = {}
         if self.at(")"):
             self.pos += 1
-            self.space()
             return PyCall(name, args)
         while True:
             key = self.ident()
@@ -255,7 +265,6 @@ class _PlainReader:
             self.space()
             args[key] = self.value()
             if self.separator(")"):
-                self.space()
                 return PyCall(name, args)
 
     def value(self) -> Any:
