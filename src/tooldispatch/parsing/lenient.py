@@ -37,7 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "LenientJSONError", "LenientResult", "loads_lenient", "loads_strict"]
+__all__ = [
+    "MAX_DEPTH",
+    "NOT_JSON",
+    "LenientJSONError",
+    "LenientResult",
+    "forget_refusals",
+    "loads_lenient",
+    "loads_strict",
+    "strict_value",
+]
 
 MAX_DEPTH: Final = 100
 """The deepest nesting of arrays and objects accepted (tool arguments rarely pass 10)."""
@@ -189,6 +198,31 @@ def loads_strict(text: str) -> Any:
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
     return value
+
+
+NOT_JSON: Final[Any] = object()
+"""What :func:`strict_value` returns for a text ``json.loads`` refuses."""
+# The last text refused. The cascade tries one text as strict JSON at several stages (the strict lane, the
+# common shapes, the format's finder); each try after the first is answered here, without the scan and the
+# exception. Only the same str object counts, and a refusal never changes, so the slot is never stale;
+# ``parse_tool_calls`` empties it first, so one parse never gains from another.
+_refused: list[str] = [""]
+
+
+def forget_refusals() -> None:
+    """Empty the slot of :func:`strict_value` (each parse starts without it)."""
+    _refused[0] = ""
+
+
+def strict_value(text: str) -> Any:
+    """``json.loads(text)``, or :data:`NOT_JSON` where it raises (a text just refused is refused at once)."""
+    if text is _refused[0]:
+        return NOT_JSON
+    try:
+        return loads_strict(text)
+    except (ValueError, RecursionError):
+        _refused[0] = text
+        return NOT_JSON
 
 
 def _depth(value: Any) -> int:

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tooldispatch.parsing.lenient import MAX_DEPTH, LenientJSONError, LenientResult, loads_lenient, loads_strict
+from tooldispatch.parsing.lenient import (
+    MAX_DEPTH,
+    NOT_JSON,
+    LenientJSONError,
+    LenientResult,
+    loads_lenient,
+    loads_strict,
+    strict_value,
+)
 
 
 def test_valid_json_takes_the_fast_path_with_no_fixes() -> None:
@@ -233,3 +241,13 @@ def test_loads_strict_is_json_loads(text: str) -> None:
         assert (caught.value.msg, caught.value.pos) == (exc.msg, exc.pos)
         return
     assert json.dumps(loads_strict(text)) == json.dumps(expected)
+
+
+def test_strict_value_refuses_what_json_loads_refuses_and_answers_a_repeat_at_once() -> None:
+    """A refused text is refused again (the same object, no scan); any other text is read as json.loads reads it."""
+    bad = "{'a': 1}"
+    assert strict_value(bad) is NOT_JSON
+    assert strict_value(bad) is NOT_JSON
+    assert strict_value(' {"a": [1, 2.5, null]} ') == {"a": [1, 2.5, None]}
+    assert strict_value("".join(["{'a'", ": 1}"])) is NOT_JSON  # an equal text, another object
+    assert strict_value('{"a": 1}') == {"a": 1}

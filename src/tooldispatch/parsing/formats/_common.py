@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient, loads_strict
+from tooldispatch.parsing.lenient import NOT_JSON, LenientJSONError, loads_lenient, loads_strict, strict_value
 
 FIX_UNCLOSED: Final = "unclosed_tag"
 """Fix recorded when a block's closing marker is missing (the block ran into the next one or the end)."""
@@ -85,10 +85,9 @@ def decode_json(text: str, *, strict_failed: bool = False) -> Decoded:
         strict_failed: the caller already saw ``json.loads(text)`` fail, so it is not tried again.
     """
     if not strict_failed:
-        try:
-            return Decoded(loads_strict(text))
-        except (ValueError, RecursionError):
-            pass
+        value = strict_value(text)
+        if value is not NOT_JSON:
+            return Decoded(value)
     try:
         result = loads_lenient(text, strict_failed=True)
     except (LenientJSONError, ValueError, RecursionError) as exc:
@@ -109,10 +108,8 @@ def raw_decode_at(text: str, pos: int, limit: int | None = None) -> tuple[Any, i
     end = balanced_end(text, pos, limit=limit)
     if end < 0:
         return None
-    try:
-        return loads_strict(text[pos:end]), end
-    except (ValueError, RecursionError):
-        return None
+    value = strict_value(text[pos:end])
+    return None if value is NOT_JSON else (value, end)
 
 
 def balanced_end(text: str, start: int, *, python: bool = False, limit: int | None = None) -> int:
@@ -493,11 +490,7 @@ def _strict_json(body: str) -> bool:
     """Whether ``body`` is one strict JSON object or array."""
     if not body.lstrip().startswith(("{", "[")):
         return False
-    try:
-        loads_strict(body)
-    except (ValueError, RecursionError):
-        return False
-    return True
+    return strict_value(body) is not NOT_JSON
 
 
 def extend_to_wrapper(text: str, start: int, end: int, open_tag: str, close_tag: str) -> tuple[int, int]:

@@ -23,7 +23,7 @@ from tooldispatch.parsing.formats._common import (
     strip_fence,
     tool_call_body_kind,
 )
-from tooldispatch.parsing.lenient import loads_strict
+from tooldispatch.parsing.lenient import NOT_JSON, strict_value
 
 FORMAT: Final = "hermes"
 MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
@@ -141,9 +141,8 @@ def _read_json_body(text: str, begin: int, end: int, payload: str) -> list[RawCa
     """The calls of one block whose body is a JSON object, as :func:`read_block` reads them; else ``None``."""
     if not payload.lstrip().startswith("{") or is_placeholder(None, payload):
         return None
-    try:
-        obj = loads_strict(payload)
-    except (ValueError, RecursionError):
+    obj = strict_value(payload)
+    if obj is NOT_JSON:
         obj = _MISSING
     if type(obj) is dict and "function" not in obj:
         name, args = obj.get("name"), obj.get("arguments", _MISSING)

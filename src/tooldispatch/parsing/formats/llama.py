@@ -26,7 +26,7 @@ from tooldispatch.parsing.formats._common import (
     skip_ws,
     split_call_object,
 )
-from tooldispatch.parsing.lenient import loads_strict
+from tooldispatch.parsing.lenient import NOT_JSON, strict_value
 
 FORMAT_LLAMA3: Final = "llama3_json"
 FORMAT_LLAMA4: Final = "llama4"
@@ -115,10 +115,8 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
 
 def _strict_json(payload: str) -> Any:
     """``json.loads(payload)``, or ``_UNREAD`` when it fails."""
-    try:
-        return loads_strict(payload)
-    except (ValueError, RecursionError):
-        return _UNREAD
+    value = strict_value(payload)
+    return _UNREAD if value is NOT_JSON else value
 
 
 def _python_after(text: str, start: int, i: int, limit: int) -> list[RawCall]:
@@ -207,9 +205,8 @@ def read_whole_json_call(text: str) -> list[RawCall] | None:
 
     One ``json.loads`` of the whole text settles the shape, so nothing is decoded twice.
     """
-    try:
-        value = loads_strict(text)
-    except (ValueError, RecursionError):
+    value = strict_value(text)
+    if value is NOT_JSON:
         return None
     if not isinstance(value, dict) or not looks_like_call(value):
         return None
