@@ -44,6 +44,7 @@ from rapidfuzz.distance import Levenshtein
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, parse_python
+from tooldispatch.parsing.formats.pythonic import read_plain
 from tooldispatch.parsing.lenient import DQ_BODY, MAX_DEPTH, SQ_BODY, LenientJSONError, loads_lenient
 from tooldispatch.toolspec import ToolSpec
 
@@ -739,6 +740,14 @@ def is_placeholder_args(args: Any) -> bool:
 
 def _parse_kwargs(inner: str) -> dict[str, Any] | None:
     """Keyword arguments of a python call with literal values, or ``None`` when they are not that."""
+    plain = read_plain(f"_f({inner})")  # the common case, without ast; it reads values as the walk below does
+    if plain is not None and len(plain) == 1:
+        return plain[0].arguments
+    return _kwargs_with_ast(inner)
+
+
+def _kwargs_with_ast(inner: str) -> dict[str, Any] | None:
+    """:func:`_parse_kwargs` through ``ast``, for any text."""
     try:
         tree = parse_python(f"_f({inner})", "eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):

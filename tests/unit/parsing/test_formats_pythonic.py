@@ -93,7 +93,7 @@ def _shown(calls: list[PyCall] | None) -> str:
 )
 def test_plain_call_lists_are_read_without_ast_as_ast_reads_them(source: str) -> None:
     """The common shape takes the quick reader, which gives exactly what ast gives."""
-    quick = pythonic._read_plain(source)
+    quick = pythonic.read_plain(source)
     assert quick is not None
     assert _shown(quick) == _shown(pythonic._parse_with_ast(source))
 
@@ -125,7 +125,7 @@ def test_plain_call_lists_are_read_without_ast_as_ast_reads_them(source: str) ->
 )
 def test_other_sources_are_left_to_ast(source: str) -> None:
     """Escapes, tuples, positional arguments, several statements and the like go to ast."""
-    assert pythonic._read_plain(source) is None
+    assert pythonic.read_plain(source) is None
 
 
 _PIECES = st.sampled_from(
@@ -233,7 +233,7 @@ _MUTATED = st.builds(
 def test_the_quick_reader_agrees_with_ast_wherever_it_answers(source: str) -> None:
     """On random call-like text, every answer of the quick reader is the answer ast gives."""
     source = source.strip()
-    quick = pythonic._read_plain(source)
+    quick = pythonic.read_plain(source)
     if quick is not None:
         assert _shown(quick) == _shown(pythonic._parse_with_ast(source)), source
 
@@ -242,5 +242,16 @@ def test_the_quick_reader_agrees_with_ast_wherever_it_answers(source: str) -> No
 def test_deeply_nested_values_reach_ast_which_decides(depth: int) -> None:
     """Past a small depth the quick reader steps aside (no deep recursion); the answer is ast's."""
     source = "f(a=" + "[" * depth + "]" * depth + ")"
-    assert (pythonic._read_plain(source) is not None) == (depth <= 32)
+    assert (pythonic.read_plain(source) is not None) == (depth <= 32)
     assert _shown(pythonic.parse_python_calls(source)) == _shown(pythonic._parse_with_ast(source))
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    st.one_of(_CALLS, _MUTATED).map(lambda call: call[call.find("(") + 1 : call.rfind(")")] if "(" in call else call)
+)
+def test_the_fallback_reads_keyword_arguments_as_ast_does(inner: str) -> None:
+    """The fallback's keyword-argument reader (the quick reader first) agrees with its ast walk on any text."""
+    from tooldispatch.parsing import fallback
+
+    assert json.dumps(fallback._parse_kwargs(inner)) == json.dumps(fallback._kwargs_with_ast(inner)), inner

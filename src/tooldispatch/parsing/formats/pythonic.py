@@ -117,7 +117,7 @@ def parse_python_calls(source: str) -> list[PyCall] | None:
         The calls, or ``None`` when the source is not Python made only of calls.
     """
     stripped = source.strip()
-    quick = _read_plain(stripped)
+    quick = read_plain(stripped)
     return quick if quick is not None else _parse_with_ast(stripped)
 
 
@@ -160,7 +160,7 @@ class _NotPlain(Exception):
     """The source leaves the plain shape: ``ast`` reads it."""
 
 
-def _read_plain(source: str) -> list[PyCall] | None:
+def read_plain(source: str) -> list[PyCall] | None:
     """The calls of a plain call list or single call, or ``None`` to leave the source to ``ast``."""
     if not source or not source.isascii() or "\x00" in source:
         return None
