@@ -204,8 +204,8 @@ NOT_JSON: Final[Any] = object()
 """What :func:`strict_value` returns for a text ``json.loads`` refuses."""
 # The last text refused. The cascade tries one text as strict JSON at several stages (the strict lane, the
 # common shapes, the format's finder); each try after the first is answered here, without the scan and the
-# exception. Only the same str object counts, and a refusal never changes, so the slot is never stale;
-# ``parse_tool_calls`` empties it first, so one parse never gains from another.
+# exception. A refusal never changes, so the slot is never stale; ``parse_tool_calls`` empties it first, so
+# one parse never gains from another.
 _refused: list[str] = [""]
 
 
@@ -216,7 +216,7 @@ def forget_refusals() -> None:
 
 def strict_value(text: str) -> Any:
     """``json.loads(text)``, or :data:`NOT_JSON` where it raises (a text just refused is refused at once)."""
-    if text is _refused[0]:
+    if text == _refused[0]:
         return NOT_JSON
     try:
         return loads_strict(text)

@@ -244,10 +244,11 @@ def test_loads_strict_is_json_loads(text: str) -> None:
 
 
 def test_strict_value_refuses_what_json_loads_refuses_and_answers_a_repeat_at_once() -> None:
-    """A refused text is refused again (the same object, no scan); any other text is read as json.loads reads it."""
+    """A refused text is refused again at once; any other text is read as json.loads reads it."""
     bad = "{'a': 1}"
     assert strict_value(bad) is NOT_JSON
     assert strict_value(bad) is NOT_JSON
     assert strict_value(' {"a": [1, 2.5, null]} ') == {"a": [1, 2.5, None]}
     assert strict_value("".join(["{'a'", ": 1}"])) is NOT_JSON  # an equal text, another object
+    assert strict_value("") is NOT_JSON  # the empty slot
     assert strict_value('{"a": 1}') == {"a": 1}
