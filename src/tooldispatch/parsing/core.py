@@ -47,6 +47,10 @@ from tooldispatch.types import (
 
 _LEVELS: Final[frozenset[str]] = frozenset({"bounded", "lossless", "none"})
 _STAGE_ORDER: Final[tuple[Stage, ...]] = ("none", "native", "strict", "fallback", "repair")
+_STAGE_RANK: Final[dict[str, int]] = {stage: rank for rank, stage in enumerate(_STAGE_ORDER)}
+_NO_FLAGS: Final[frozenset[str]] = frozenset()
+_NO_CALL: Final = frozenset({FLAG_NO_CALL})
+_IN_REASONING: Final = frozenset({FLAG_IN_REASONING})
 _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
@@ -147,12 +151,13 @@ def _outcome(
     used_ids = {ident for _, ident in natives if ident is not None}
     # A model stuck in a loop repeats one call many times: repair and validate each distinct call once.
     repaired: dict[tuple[str | None, str, str], RepairResult] = {}
-    entries: list[tuple[RawCall, str | None, frozenset[str]]] = [(raw, ident, frozenset()) for raw, ident in natives]
-    entries += [(raw, None, frozenset()) for raw in outside]
-    entries += [(raw, None, frozenset({FLAG_IN_REASONING})) for raw in inside]
+    entries: list[tuple[RawCall, str | None, frozenset[str]]] = [(raw, ident, _NO_FLAGS) for raw, ident in natives]
+    entries += [(raw, None, _NO_FLAGS) for raw in outside]
+    entries += [(raw, None, _IN_REASONING) for raw in inside]
     cache = repaired if len(entries) > 1 else None
     for raw, ident, flags in entries:
-        flags |= raw.flags
+        if raw.flags:
+            flags |= raw.flags
         quick = _valid_as_written(raw, specs, flags)
         if quick is not None:
             candidate, resolved = quick, quick.name
@@ -167,13 +172,16 @@ def _outcome(
 
 def _built(calls: Sequence[ToolCall], content: str, reasoning: str, candidates: Sequence[Candidate]) -> ParseOutcome:
     """The outcome of these calls and candidates: the deepest stage of a call, and the outcome's flags."""
-    outcome_flags: set[str] = set()
-    if not candidates:
-        outcome_flags.add(FLAG_NO_CALL)
-    if any(FLAG_IN_REASONING in c.flags for c in calls):
-        outcome_flags.add(FLAG_IN_REASONING)
-    stage = _STAGE_ORDER[max((_STAGE_ORDER.index(c.stage) for c in calls), default=0)]
-    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), stage, frozenset(outcome_flags))
+    deepest = 0
+    in_reasoning = False
+    for call in calls:
+        rank = _STAGE_RANK[call.stage]
+        if rank > deepest:
+            deepest = rank
+        if FLAG_IN_REASONING in call.flags:
+            in_reasoning = True
+    flags = _NO_CALL if not candidates else _IN_REASONING if in_reasoning else _NO_FLAGS
+    return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), _STAGE_ORDER[deepest], flags)
 
 
 def parse_block(
