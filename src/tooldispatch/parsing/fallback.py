@@ -46,6 +46,7 @@ from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import FIX_FENCE, FIX_INCOMPLETE, FIX_UNCLOSED, parse_python
 from tooldispatch.parsing.formats.pythonic import read_plain
 from tooldispatch.parsing.lenient import DQ_BODY, MAX_DEPTH, SQ_BODY, LenientJSONError, loads_lenient
+from tooldispatch.repair.names import resolve_name
 from tooldispatch.toolspec import ToolSpec
 
 __all__ = ["find_fallback"]
@@ -657,13 +658,26 @@ def _wrappers(text: str, lo: int, hi: int) -> list[_Wrapper]:
 
 def is_wrapper_name(raw: str) -> bool:
     """True for a tag name that reads as a tool-call wrapper (``tool_call`` misspelled, re-cased, spaced)."""
+    known = _wrapper_names.get(raw)
+    if known is not None:
+        return known
     name = _SEPARATORS.sub("", raw).lower()
-    if name in _WRAPPER_TAGS:
-        return True
-    return len(name) >= 6 and (
-        Levenshtein.distance(name, "toolcall", score_cutoff=2) <= 2
-        or Levenshtein.distance(name, "functioncall", score_cutoff=2) <= 2
+    found = name in _WRAPPER_TAGS or (
+        len(name) >= 6
+        and (
+            Levenshtein.distance(name, "toolcall", score_cutoff=2) <= 2
+            or Levenshtein.distance(name, "functioncall", score_cutoff=2) <= 2
+        )
     )
+    if len(_wrapper_names) >= _WRAPPER_NAMES_KEPT:
+        _wrapper_names.clear()
+    _wrapper_names[raw] = found
+    return found
+
+
+# The answers for the tag names seen last (a model writes the same few tags over and over).
+_wrapper_names: dict[str, bool] = {}
+_WRAPPER_NAMES_KEPT: Final = 256
 
 
 def _name_ending_at(text: str, end: int, lo: int) -> tuple[str, int] | None:
@@ -839,7 +853,5 @@ def _canonical(name: str, tools: Mapping[str, ToolSpec]) -> str:
 
 
 def _resolve(name: str, tools: Mapping[str, ToolSpec]) -> str | None:
-    from tooldispatch.repair import resolve_name  # imported late: the repair package imports this one's siblings
-
     resolved, _ = resolve_name(name, tools, level="bounded")
     return resolved

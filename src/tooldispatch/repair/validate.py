@@ -21,6 +21,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.repair.types import resolve_ref
 
 Check = Callable[[Any], bool]
 
@@ -141,8 +142,6 @@ def _compile(schema: Any, root: Mapping[str, Any], depth: int) -> Check | None:
     if "$ref" in keywords:
         if keywords != {"$ref"}:
             return None
-        from tooldispatch.repair.types import resolve_ref
-
         target = resolve_ref(schema, root)
         return None if target is schema else _compile(target, root, depth + 1)
     if schema.get("type") == "object" and "properties" in keywords:
