@@ -150,7 +150,7 @@ def loads_lenient(text: str, *, strict_failed: bool = False) -> LenientResult:
         return _Reader(text).read()
     extra_data = False
     try:
-        result = LenientResult(_DECODER.decode(text))
+        result = LenientResult(_scan_whole(_scan_no_constants, text))
     except json.JSONDecodeError as exc:
         if exc.msg != "Extra data":
             return _Reader(text).read()
@@ -175,6 +175,7 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_scan_no_constants: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 # The string scanner behind ``json`` (C-accelerated; missing from the type stubs).
 scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
@@ -189,9 +190,14 @@ def loads_strict(text: str) -> Any:
     """``json.loads(text)`` for a str: the same value, and a ``json.JSONDecodeError`` where it raises one."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _scan_whole(_scan_strict, text)
+
+
+def _scan_whole(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:
+    """``JSONDecoder.decode(text)`` for the decoder whose scanner is ``scan``, without its Python wrappers."""
     start = _JSON_WS.match(text).end()  # type: ignore[union-attr]  # a star pattern always matches
     try:
-        value, end = _scan_strict(text, start)
+        value, end = scan(text, start)
     except StopIteration as exc:
         raise json.JSONDecodeError("Expecting value", text, exc.value) from None
     end = _JSON_WS.match(text, end).end()  # type: ignore[union-attr]

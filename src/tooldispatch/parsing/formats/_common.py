@@ -10,7 +10,7 @@ import ast
 import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
@@ -456,7 +456,8 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
             return
 
 
-_DECODER: Final = json.JSONDecoder()
+# The C scanner behind ``json.JSONDecoder.raw_decode``, called without its Python wrapper.
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 
 
@@ -466,8 +467,8 @@ def _closer_after_json(text: str, body: int, close_tag: str) -> int:
     if text[start : start + 1] not in ("{", "["):
         return -1
     try:
-        _, end = _DECODER.raw_decode(text, start)
-    except (ValueError, RecursionError):
+        _, end = _scan(text, start)
+    except (ValueError, StopIteration, RecursionError):
         return -1
     end = _skip_json_ws(text, end)
     return end if text.startswith(close_tag, end) else -1
