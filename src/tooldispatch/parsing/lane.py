@@ -30,7 +30,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_OPEN,
     is_placeholder,
 )
-from tooldispatch.parsing.lenient import NOT_JSON, strict_value
+from tooldispatch.parsing.lenient import remember_refusal
 from tooldispatch.repair.validate import Check, fast_check
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
@@ -345,10 +345,15 @@ def _read_object(payload: str, tools: Mapping[str, Any], hermes: bool) -> tuple[
     ``hermes``: the payload is a ``<tool_call>`` body (else a whole bare Llama 3 output), read as
     :mod:`tooldispatch.parsing.formats.hermes` reads it.
     """
-    if not payload.strip(_JSON_WS).startswith("{"):  # what ``json.loads`` skips around the value
+    value = payload.strip(_JSON_WS)  # what ``json.loads`` skips around the value
+    if not value.startswith("{"):
         return None
-    obj = strict_value(payload)  # an object, since the value starts with "{"
-    if obj is NOT_JSON:
+    try:
+        obj, end = _scan(value, 0)  # an object, since the value starts with "{"
+    except (ValueError, StopIteration, RecursionError):
+        obj, end = None, -1
+    if end != len(value):
+        remember_refusal(payload)  # the stages after this one do not scan it again
         return None
     name = obj.get("name")
     arguments = obj.get("arguments", _MISSING)

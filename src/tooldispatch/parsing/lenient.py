@@ -40,11 +40,12 @@ from typing import Any, Final
 __all__ = [
     "MAX_DEPTH",
     "NOT_JSON",
+    "REFUSED",
     "LenientJSONError",
     "LenientResult",
-    "forget_refusals",
     "loads_lenient",
     "loads_strict",
+    "remember_refusal",
     "strict_value",
 ]
 
@@ -208,26 +209,29 @@ def _scan_whole(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:
 
 NOT_JSON: Final[Any] = object()
 """What :func:`strict_value` returns for a text ``json.loads`` refuses."""
-# The last text refused. The cascade tries one text as strict JSON at several stages (the strict lane, the
-# common shapes, the format's finder); each try after the first is answered here, without the scan and the
-# exception. A refusal never changes, so the slot is never stale; ``parse_tool_calls`` empties it first, so
-# one parse never gains from another.
-_refused: list[str] = [""]
+REFUSED: Final[list[str]] = [""]
+"""The last text ``json.loads`` refused, in a one-item list; ``parse_tool_calls`` empties it first.
+
+The cascade tries one text as strict JSON at several stages (the strict lane, the common shapes, the
+format's finder); each try after the first is answered here, without the scan and the exception. A refusal
+never changes, so the slot is never stale, and emptying it at the start of each parse keeps one parse from
+gaining from another.
+"""
 
 
-def forget_refusals() -> None:
-    """Empty the slot of :func:`strict_value` (each parse starts without it)."""
-    _refused[0] = ""
+def remember_refusal(text: str) -> None:
+    """Note that ``json.loads(text)`` fails (the caller saw it), for :func:`strict_value`."""
+    REFUSED[0] = text
 
 
 def strict_value(text: str) -> Any:
     """``json.loads(text)``, or :data:`NOT_JSON` where it raises (a text just refused is refused at once)."""
-    if text == _refused[0]:
+    if text == REFUSED[0]:
         return NOT_JSON
     try:
         return loads_strict(text)
     except (ValueError, RecursionError):
-        _refused[0] = text
+        REFUSED[0] = text
         return NOT_JSON
 
 
