@@ -411,26 +411,28 @@ def _evaluate(
         else ()
     )
     found_stage: Stage = "fallback" if raw.lenient else raw.stage
-    common: dict[str, Any] = {"raw": raw.raw, "span": raw.span, "format": raw.format, "name": raw.name, "flags": flags}
     args = raw.arguments if isinstance(raw.arguments, dict) else None
     if raw.truncated and (finish_reason == "length" or raw.decode_error is not None or _cut_off(raw)):
         why = "the output ended (finish_reason=length)" if finish_reason == "length" else "the output ended"
         return _rejected(
-            common,
-            stage=found_stage,
-            bucket="Truncated",
-            arguments=args,
-            repairs=tolerances,
-            error=f"{why} inside this tool call; it was cut off. Raise max_tokens or shorten the reasoning, "
+            raw,
+            flags,
+            found_stage,
+            "Truncated",
+            args,
+            tolerances,
+            f"{why} inside this tool call; it was cut off. Raise max_tokens or shorten the reasoning, "
             "then send the whole call again.",
         )
     if raw.decode_error is not None:
         return _rejected(
-            common,
-            stage=found_stage,
-            bucket="InvalidJson",
-            repairs=tolerances,
-            error=f"the arguments of {raw.name or 'this call'} could not be read ({raw.decode_error}); "
+            raw,
+            flags,
+            found_stage,
+            "InvalidJson",
+            None,
+            tolerances,
+            f"the arguments of {raw.name or 'this call'} could not be read ({raw.decode_error}); "
             "send the arguments as one JSON object.",
         )
     level = _level_for(raw.name, specs, repair)
@@ -445,23 +447,26 @@ def _evaluate(
             result = hit
     except RecursionError:
         return _rejected(
-            common,
-            stage=found_stage,
-            bucket="SchemaMismatch",
-            repairs=tolerances,
-            error=f"the arguments of {raw.name or 'this call'} are nested too deeply to check; send a flatter object.",
+            raw,
+            flags,
+            found_stage,
+            "SchemaMismatch",
+            None,
+            tolerances,
+            f"the arguments of {raw.name or 'this call'} are nested too deeply to check; send a flatter object.",
         )
     if not result.ok:
-        bucket: Bucket = result.bucket or "SchemaMismatch"
         return _rejected(
-            common,
-            stage=found_stage,
-            bucket=bucket,
-            arguments=result.arguments if result.arguments is not None else args,
-            repairs=tolerances + result.repairs,
-            error=result.error,
+            raw,
+            flags,
+            found_stage,
+            result.bucket or "SchemaMismatch",
+            result.arguments if result.arguments is not None else args,
+            tolerances + result.repairs,
+            result.error,
         )
     stage: Stage
+    bucket: Bucket
     if result.repairs:
         bucket, stage = "repaired", "repair"
     elif found_stage in ("strict", "native"):
@@ -469,12 +474,9 @@ def _evaluate(
     else:
         bucket, stage = "ok_fallback", found_stage
     candidate = Candidate(
-        **common,
-        stage=stage,
-        bucket=bucket,
-        arguments=result.arguments,
-        repairs=tolerances + result.repairs,
-    )
+        raw.raw, raw.span, raw.format, stage, bucket, raw.name, result.arguments, tolerances + result.repairs, None,
+        flags,
+    )  # fmt: skip
     return candidate, result.name
 
 
@@ -496,8 +498,16 @@ def _cut_off(raw: RawCall) -> bool:
     return True
 
 
-def _rejected(common: dict[str, Any], **fields: Any) -> tuple[Candidate, None]:
-    return Candidate(**common, **fields), None
+def _rejected(
+    raw: RawCall,
+    flags: frozenset[str],
+    stage: Stage,
+    bucket: Bucket,
+    arguments: dict[str, Any] | None,
+    repairs: tuple[Repair, ...],
+    error: str | None,
+) -> tuple[Candidate, None]:
+    return Candidate(raw.raw, raw.span, raw.format, stage, bucket, raw.name, arguments, repairs, error, flags), None
 
 
 def _to_call(candidate: Candidate, name: str, ident: str | None, index: int, used_ids: set[str]) -> ToolCall:
