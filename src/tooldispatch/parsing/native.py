@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
@@ -76,4 +76,12 @@ def read_native_calls(native_calls: Iterable[Any]) -> list[tuple[RawCall, str | 
 
 
 def _raw_text(name: str | None, arguments: Any) -> str:
+    if type(arguments) is str and (name is None or type(name) is str):
+        # What json.dumps writes for these two strings, through its C string encoder alone.
+        shown = "null" if name is None else _quoted(name)
+        return f'{{"name": {shown}, "arguments": {_quoted(arguments)}}}'
     return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, default=str)
+
+
+# The C string encoder ``json.dumps(..., ensure_ascii=False)`` uses.
+_quoted: Callable[[str], str] = json.encoder.encode_basestring

@@ -1,0 +1,32 @@
+"""Native calls: the text a candidate shows for a call a server extracted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooldispatch.parsing.native import _raw_text, read_native_calls
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.none(), st.text(max_size=12)),
+    st.one_of(st.text(max_size=30), st.dictionaries(st.text(max_size=3), st.integers())),
+)
+def test_the_shown_text_is_what_json_dumps_writes(name: str | None, arguments: Any) -> None:
+    """Strings are quoted by json's own encoder, so the text equals json.dumps of the call."""
+    assert _raw_text(name, arguments) == json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+
+
+def test_a_native_call_keeps_its_id_and_shows_its_arguments_as_sent() -> None:
+    """The id and the text as the server sent it come through with the decoded arguments."""
+    [(call, ident)] = read_native_calls([{"id": "c7", "function": {"name": "f", "arguments": '{"a": "\\u00e9"}'}}])
+    assert (ident, call.name, call.arguments, call.raw) == (
+        "c7",
+        "f",
+        {"a": "é"},
+        '{"name": "f", "arguments": "{\\"a\\": \\"\\\\u00e9\\"}"}',
+    )
