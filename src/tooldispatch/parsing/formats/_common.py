@@ -105,11 +105,23 @@ def raw_decode_at(text: str, pos: int, limit: int | None = None) -> tuple[Any, i
     ``json``'s own error path counts lines from the start of the text, which would make many
     failed attempts over one long text quadratic.
     """
+    if len(text) <= SCAN_FIRST_MAX and text[pos : pos + 1] in ("{", "["):
+        # A short text: the scanner finds a valid value's end itself (the bracket scan finds the same one).
+        try:
+            value, end = _scan(text, pos)
+        except (ValueError, StopIteration, RecursionError):
+            return None
+        return (value, end) if limit is None or end <= limit else None
     end = balanced_end(text, pos, limit=limit)
     if end < 0:
         return None
     value = strict_value(text[pos:end])
     return None if value is NOT_JSON else (value, end)
+
+
+SCAN_FIRST_MAX: Final = 4096
+"""Texts up to this long are scanned from a bracket directly: a failed scan counts the lines before it, so on
+longer texts the bracket scan bounds the slice first."""
 
 
 def balanced_end(text: str, start: int, *, python: bool = False, limit: int | None = None) -> int:

@@ -74,8 +74,8 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
         return _python_after(text, start, i, limit)
     while i < n and text[i] in "{[":
         span_start = start if not out else out[-1].span[1]
-        end = balanced_end(text, i, limit=n)
-        value = _strict_json(text[i:end]) if end >= 0 else _UNREAD
+        done = raw_decode_at(text, i, n)
+        value, end = done if done is not None else (_UNREAD, balanced_end(text, i, limit=n))
         if value is not _UNREAD:
             items = value if isinstance(value, list) else [value]
             for item in items:
@@ -111,12 +111,6 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
                 out[-1] = _with_end(text, out[-1], i + len(token))
                 i = skip_ws(text, i + len(token), n)
     return [c for c in out if not is_placeholder(c.name)]
-
-
-def _strict_json(payload: str) -> Any:
-    """``json.loads(payload)``, or ``_UNREAD`` when it fails."""
-    value = strict_value(payload)
-    return _UNREAD if value is NOT_JSON else value
 
 
 def _python_after(text: str, start: int, i: int, limit: int) -> list[RawCall]:
