@@ -56,7 +56,8 @@ def _json_payload(text: str, token: int, p: int, region: int) -> tuple[list[RawC
         stop = region if end < 0 else end
         cut = end < 0 and region == len(text)
         return [call_from_json_text(text, (token, stop), FORMAT, text[p:stop], truncated=cut)], stop
-    list_end = balanced_end(text, p, limit=region)
+    whole = raw_decode_at(text, p, region)  # a valid list's end, without the bracket scan when the text is short
+    list_end = whole[1] if whole is not None else balanced_end(text, p, limit=region)
     limit = region if list_end < 0 else list_end
     out: list[RawCall] = []
     i = skip_ws(text, p + 1, limit)
