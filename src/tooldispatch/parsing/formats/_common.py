@@ -198,8 +198,10 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
 
     Only short bodies are looked at: a format example is a line or two, a real call may be long.
     """
-    if name is not None and (name.strip().lower() in PLACEHOLDER_NAMES or name.strip().startswith(("<", "{"))):
-        return True
+    if name is not None:
+        written = name.strip()
+        if written.lower() in PLACEHOLDER_NAMES or written.startswith(("<", "{")):
+            return True
     return len(body) <= _PLACEHOLDER_MAX and _PLACEHOLDER_MARK.search(body) is not None
 
 
@@ -281,7 +283,7 @@ def make_call(
     truncated: bool = False,
 ) -> RawCall:
     """Build a ``RawCall``: stage ``strict`` when nothing needed fixing, ``fallback`` otherwise."""
-    unique = tuple(dict.fromkeys(fixes))
+    unique = fixes if len(fixes) < 2 else tuple(dict.fromkeys(fixes))
     return RawCall(
         span=span,
         raw=text[span[0] : span[1]],

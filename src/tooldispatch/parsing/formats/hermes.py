@@ -108,9 +108,11 @@ def tool_call_blocks(
         blocks, joined and stripped); ``None`` when ``text[start:end]`` is not closed ``<tool_call>``
         blocks in plain text (see :func:`find_only_tool_call_tags`).
     """
-    if any(marker in text for marker in _FOREIGN) if len(text) < SHORT else contains_any(text, _FOREIGN):
+    if contains_any(text, _FOREIGN):
         return None
     stop = len(text) if end is None else end
+    if start == 0 and stop == len(text) and TOOL_CALL_OPEN not in text and _ANCHORS.search(text):
+        return None  # no block, and something another stage reads
     blocks: list[tuple[int, int, int, int]] = []
     outside: list[str] = []
     pos = start
