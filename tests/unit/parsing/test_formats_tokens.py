@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import deepseek, harmony
@@ -109,3 +113,44 @@ def test_deepseek_v31_several_calls_and_one_bad() -> None:
         ("b", None, False),
         ("c", {}, True),
     ]
+
+
+def _token(words: str) -> re.Pattern[str]:
+    return re.compile(r"<[|｜]\s{0,2}" + r"[▁_ ]".join(words.split()) + r"\s{0,2}[|｜]>")
+
+
+_SEPS = st.sampled_from(["▁", "_", " ", "-"])
+_TOKEN_TEXT = st.builds(
+    lambda bar1, words, seps, space1, space2, bar2: (
+        f"<{bar1}{space1}" + "".join(w + x for w, x in zip(words, [*seps, ""], strict=False)) + f"{space2}{bar2}>"
+    ),
+    st.sampled_from(["｜", "|", "!"]),
+    st.sampled_from(
+        [
+            ["tool", "calls", "begin"],
+            ["tool", "calls", "end"],
+            ["tool", "call", "begin"],
+            ["tool", "call", "end"],
+            ["tool", "sep"],
+            ["tool", "cal", "end"],
+        ]
+    ),
+    st.lists(_SEPS, min_size=2, max_size=2),
+    st.sampled_from(["", " ", "  ", "   "]),
+    st.sampled_from(["", " ", "\n", "   "]),
+    st.sampled_from(["｜", "|", "!"]),
+)
+_TOKEN_PIECES = st.lists(st.one_of(_TOKEN_TEXT, st.sampled_from(["f", '{"a": 1}', "\n", "<", "｜>"])), max_size=12).map(
+    "".join
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TOKEN_PIECES)
+def test_one_pass_finds_each_token_kind_where_its_own_pattern_does(text: str) -> None:
+    """The single token pattern finds, per kind, exactly the matches of that kind's own pattern."""
+    kinds = ["tool calls begin", "tool calls end", "tool call begin", "tool call end", "tool sep"]
+    one_pass: list[list[tuple[int, int]]] = [[] for _ in kinds]
+    for m in deepseek._ANY_TOKEN.finditer(text):
+        one_pass[(m.lastindex or 1) - 1].append(m.span())
+    assert one_pass == [[m.span() for m in _token(kind).finditer(text)] for kind in kinds]

@@ -68,6 +68,10 @@ _AUTO: Final[tuple[Format, ...]] = (
     *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
 )
 
+_AUTO_BY_MARKER: Final[dict[str, tuple[int, ...]]] = {
+    marker: tuple(rank for rank, f in enumerate(_AUTO) if marker in f.markers) for f in _AUTO for marker in f.markers
+}
+
 
 ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "qwen": ("hermes",),
@@ -96,7 +100,11 @@ def select_formats(text: str, tool_format: str, markers: frozenset[str] | None =
     """
     if tool_format == "auto":
         present = scan_markers(text) if markers is None else markers
-        return [f for f in _AUTO if not present.isdisjoint(f.markers)]
+        # Usually one or two markers are present: look up their formats rather than test every format.
+        ranks: set[int] = set()
+        for marker in present:
+            ranks.update(_AUTO_BY_MARKER.get(marker, ()))
+        return [_AUTO[rank] for rank in sorted(ranks)]
     named = FORMATS.get(tool_format)
     if named is not None:
         return [named]

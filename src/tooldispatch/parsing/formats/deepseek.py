@@ -36,34 +36,23 @@ FORMAT_V31: Final = "deepseek_v31"
 MARKERS: Final[tuple[str, ...]] = ("<|tool", "<｜tool")
 
 
-def _token(words: str) -> re.Pattern[str]:
-    sep = r"[▁_ ]"
-    body = sep.join(words.split())
-    # Linear: literal words joined by one-character classes and bounded optional spaces, so each start
-    # position costs a bounded time (the standard ``re`` needs no time limit for it, and is much faster).
-    return re.compile(r"<[|｜]\s{0,2}" + body + r"\s{0,2}[|｜]>")
-
-
-_CALLS_BEGIN: Final = _token("tool calls begin")
-_CALLS_END: Final = _token("tool calls end")
-_CALL_BEGIN: Final = _token("tool call begin")
-_CALL_END: Final = _token("tool call end")
-_SEP: Final = _token("tool sep")
-
-
-def _positions(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in pattern.finditer(text)]
+# The five tokens (words joined by ``▁``, ``_`` or a space, spaces allowed inside the bars) in one pattern,
+# told apart by group: tokens cannot overlap (each is one ``<…>`` with no ``<`` inside), so one pass finds
+# what five would. Linear: literal words, one-character classes and bounded optional spaces, so each start
+# position costs a bounded time (the standard ``re`` needs no time limit for it).
+_ANY_TOKEN: Final = re.compile(
+    r"<[|｜]\s{0,2}tool[▁_ ](?:(calls[▁_ ]begin)|(calls[▁_ ]end)|(call[▁_ ]begin)|(call[▁_ ]end)|(sep))\s{0,2}[|｜]>"
+)
 
 
 def find(text: str) -> list[RawCall]:
     """Find every ``tool▁call▁begin … tool▁call▁end`` call."""
-    begins = _positions(_CALL_BEGIN, text)
+    found: list[list[tuple[int, int]]] = [[], [], [], [], [], []]
+    for m in _ANY_TOKEN.finditer(text):
+        found[m.lastindex or 0].append((m.start(), m.end()))
+    outer_begins, outer_ends, begins, ends, seps = found[1], found[2], found[3], found[4], found[5]
     if not begins:
         return []
-    ends = _positions(_CALL_END, text)
-    seps = _positions(_SEP, text)
-    outer_begins = _positions(_CALLS_BEGIN, text)
-    outer_ends = _positions(_CALLS_END, text)
     end_starts = [s for s, _ in ends]
     sep_starts = [s for s, _ in seps]
     outer_end_starts = [s for s, _ in outer_ends]
