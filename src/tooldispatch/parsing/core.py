@@ -21,7 +21,7 @@ from tooldispatch.parsing.formats._common import (
     FIX_UNCLOSED,
     TOOL_CALL_OPEN,
     is_schema_echo,
-    missing_closers,
+    unclosed_brackets,
 )
 from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
@@ -485,17 +485,15 @@ def _cut_off(raw: RawCall) -> bool:
     if FIX_INCOMPLETE not in raw.lenient:
         return False
     text = (raw.arguments_text or "").strip()
-    if not text.startswith(("{", "[")) or missing_closers(text) != 1 or text.endswith((",", ":")):
+    unclosed = unclosed_brackets(text)
+    if not text.startswith(("{", "[")) or unclosed is None or len(unclosed) != 1 or text.endswith((",", ":")):
         return True
     # Only the final closer is missing when adding it reads the whole text with no other tolerance.
-    for closer in "}]":
-        try:
-            closed = loads_lenient(text + closer)
-        except LenientJSONError:
-            continue
-        if closed.complete and set(closed.fixes) <= set(raw.lenient):
-            return False
-    return True
+    try:
+        closed = loads_lenient(text + ("}" if unclosed == "{" else "]"))
+    except LenientJSONError:
+        return True
+    return not (closed.complete and set(closed.fixes) <= set(raw.lenient))
 
 
 def _rejected(

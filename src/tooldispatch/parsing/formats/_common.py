@@ -147,19 +147,19 @@ def balanced_end(text: str, start: int, *, python: bool = False, limit: int | No
 _DEPTH_TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(")?|[{}\[\]]', re.DOTALL)
 
 
-def missing_closers(text: str) -> int | None:
-    """Count the brackets JSON text leaves open at its end; ``None`` when it ends inside a string."""
-    depth = 0
+def unclosed_brackets(text: str) -> str | None:
+    """The brackets JSON text leaves open at its end, outermost first; ``None`` when it ends inside a string."""
+    stack: list[str] = []
     for m in _DEPTH_TOKENS.finditer(text):
         tok = m.group()
         if tok[0] == '"':
             if m.group(1) is None:
                 return None
         elif tok in "{[":
-            depth += 1
-        else:
-            depth = max(0, depth - 1)
-    return depth
+            stack.append(tok)
+        elif stack:
+            stack.pop()
+    return "".join(stack)
 
 
 def cut_in_opener(text: str, pos: int, end: int, opener: str) -> bool:
