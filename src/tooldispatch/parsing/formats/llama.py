@@ -97,8 +97,9 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
         else:
             cut = end < 0
             end = n if cut else end
+            # An object or list that did not decode whole, or never closed, is not strict JSON either way.
             calls = calls_from_payload(
-                text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut and at_end, strict_failed=not cut
+                text, (span_start, end), FORMAT_LLAMA3, text[i:end], truncated=cut and at_end, strict_failed=True
             )
             if require_name and any(c.name is None for c in calls):
                 return []

@@ -80,12 +80,19 @@ def _json_payload(text: str, token: int, p: int, region: int) -> tuple[list[RawC
                 )
             )
         else:
-            e = balanced_end(text, i, limit=limit) if text.startswith("{", i) else -1
+            bracket = text.startswith("{", i)
+            e = balanced_end(text, i, limit=limit) if bracket else -1
             cut = e < 0
             e = limit if cut else e
             out.append(
                 call_from_json_text(
-                    text, (start, e), FORMAT, text[i:e], truncated=cut and list_end < 0 and region == len(text)
+                    text,
+                    (start, e),
+                    FORMAT,
+                    text[i:e],
+                    truncated=cut and list_end < 0 and region == len(text),
+                    # An object that did not decode whole, or never closed, is not strict JSON either way.
+                    strict_failed=bracket,
                 )
             )
         i = skip_ws(text, e, limit)
