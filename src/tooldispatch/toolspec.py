@@ -31,7 +31,7 @@ class ToolSpec:
     def properties(self) -> Mapping[str, Any]:
         """The schema's ``properties`` (empty when the schema has none)."""
         props = self.parameters.get("properties")
-        return props if isinstance(props, Mapping) else {}
+        return props if type(props) is dict or isinstance(props, Mapping) else {}  # a dict skips the ABC check
 
     @property
     def required(self) -> frozenset[str]:
