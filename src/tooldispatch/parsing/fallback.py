@@ -35,9 +35,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import itertools
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -50,6 +49,7 @@ from tooldispatch.parsing.formats._common import (
     FIX_UNCLOSED,
     SCAN_FIRST_MAX,
     parse_python,
+    raw_decode_at,
 )
 from tooldispatch.parsing.formats.pythonic import read_plain
 from tooldispatch.parsing.lenient import DQ_BODY, MAX_DEPTH, SQ_BODY, LenientJSONError, loads_lenient
@@ -549,10 +549,10 @@ def _scan_objects(text: str, lo: int, hi: int) -> tuple[list[tuple[int, int]], l
                 break
             if short:
                 # A valid JSON object's span is where the scanner ends it (its strings hold any quote).
-                end = _json_object_end(text, j)
-                if 0 < end <= hi:
-                    pairs.append((j, end))
-                    i = end
+                done = raw_decode_at(text, j, hi)
+                if done is not None:
+                    pairs.append((j, done[1]))
+                    i = done[1]
                     continue
             stack.append(j)
             i = j + 1
@@ -577,14 +577,6 @@ def _scan_objects(text: str, lo: int, hi: int) -> tuple[list[tuple[int, int]], l
         else:
             i = j + 1
     return pairs, stack
-
-
-def _json_object_end(text: str, start: int) -> int:
-    """The end of the strict JSON object at ``start``, or -1."""
-    try:
-        return _scan_json(text, start)[1]
-    except (ValueError, StopIteration, RecursionError):
-        return -1
 
 
 def _value_can_start(text: str, j: int, lo: int) -> bool:
@@ -697,9 +689,6 @@ def is_wrapper_name(raw: str) -> bool:
     _wrapper_names[raw] = found
     return found
 
-
-# The C scanner behind ``json.JSONDecoder.raw_decode``, called without its Python wrapper.
-_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 # The answers for the tag names seen last (a model writes the same few tags over and over).
 _wrapper_names: dict[str, bool] = {}

@@ -16,9 +16,8 @@ module tells apart, on the labelled corpus, and on random mixes of tags, calls a
 from __future__ import annotations
 
 import functools
-import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from tooldispatch.parsing._markers import PLAIN_ANY, SHORT, contains_any
@@ -30,7 +29,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_OPEN,
     is_placeholder,
 )
-from tooldispatch.parsing.lenient import remember_refusal
+from tooldispatch.parsing.lenient import remember_refusal, scan_json
 from tooldispatch.repair.validate import Check, fast_check
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
@@ -41,8 +40,6 @@ LLAMA3_JSON: Final = "llama3_json"
 # The same rules as ``json.loads``: JSON whitespace around one value, decoded by the C scanner.
 _JSON_WS: Final = " \t\n\r"
 _JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
-# ``scan_once`` is the scanner ``json.loads`` runs after its wrappers; it is set on every decoder instance.
-_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 # A character that could start something another stage reads (see ``formats.hermes``).
 _anchor = re.compile(r"[{(<\[`]").search
 # Markers that make another format read the text (the ``<think>`` tag is handled here).
@@ -289,7 +286,7 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
         if text[pos : pos + 1] != "{":
             return None
         try:
-            obj, end = _scan(text, pos)
+            obj, end = scan_json(text, pos)
         except (ValueError, StopIteration, RecursionError):
             return None
         call = _list_item(obj, tools)
@@ -349,7 +346,7 @@ def _read_object(payload: str, tools: Mapping[str, Any], hermes: bool) -> tuple[
     if not value.startswith("{"):
         return None
     try:
-        obj, end = _scan(value, 0)  # an object, since the value starts with "{"
+        obj, end = scan_json(value, 0)  # an object, since the value starts with "{"
     except (ValueError, StopIteration, RecursionError):
         obj, end = None, -1
     if end != len(value):
@@ -413,7 +410,7 @@ def _decode_string(text: str) -> Any:
     if value[:1] != "{":
         return None
     try:
-        obj, end = _scan(value, 0)
+        obj, end = scan_json(value, 0)
     except (ValueError, StopIteration, RecursionError):
         return None
     return obj if end == len(value) else None

@@ -46,6 +46,7 @@ __all__ = [
     "loads_lenient",
     "loads_strict",
     "remember_refusal",
+    "scan_json",
     "strict_value",
 ]
 
@@ -181,9 +182,12 @@ _scan_no_constants: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  
 scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
-# ``json.loads`` of a str is a few Python-level wrappers around this C scanner; calling it directly gives the
-# same value and the same errors without them (the scanner is set on every decoder instance).
-_scan_strict: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+scan_json: Final[Callable[[str, int], tuple[Any, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner behind ``json.loads``: ``scan_json(text, i)`` is the JSON value at ``i`` and where it ends.
+
+``json.loads`` and ``JSONDecoder.raw_decode`` are Python wrappers around it; calling it directly gives the
+same values without them. It raises ``StopIteration`` when no value starts at ``i`` and
+``json.JSONDecodeError`` for a value that breaks off."""
 _JSON_WS: Final = re.compile(r"[ \t\n\r]*")
 
 
@@ -191,7 +195,7 @@ def loads_strict(text: str) -> Any:
     """``json.loads(text)`` for a str: the same value, and a ``json.JSONDecodeError`` where it raises one."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _scan_whole(_scan_strict, text)
+    return _scan_whole(scan_json, text)
 
 
 def _scan_whole(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:

@@ -7,15 +7,21 @@ whose alternatives start with disjoint characters (no nested quantifiers that co
 from __future__ import annotations
 
 import ast
-import json
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.lenient import NOT_JSON, LenientJSONError, loads_lenient, loads_strict, strict_value
+from tooldispatch.parsing.lenient import (
+    NOT_JSON,
+    LenientJSONError,
+    loads_lenient,
+    loads_strict,
+    scan_json,
+    strict_value,
+)
 
 FIX_UNCLOSED: Final = "unclosed_tag"
 """Fix recorded when a block's closing marker is missing (the block ran into the next one or the end)."""
@@ -108,7 +114,7 @@ def raw_decode_at(text: str, pos: int, limit: int | None = None) -> tuple[Any, i
     if len(text) <= SCAN_FIRST_MAX and text[pos : pos + 1] in ("{", "["):
         # A short text: the scanner finds a valid value's end itself (the bracket scan finds the same one).
         try:
-            value, end = _scan(text, pos)
+            value, end = scan_json(text, pos)
         except (ValueError, StopIteration, RecursionError):
             return None
         return (value, end) if limit is None or end <= limit else None
@@ -470,8 +476,6 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
             return
 
 
-# The C scanner behind ``json.JSONDecoder.raw_decode``, called without its Python wrapper.
-_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 
 
@@ -481,7 +485,7 @@ def _closer_after_json(text: str, body: int, close_tag: str) -> int:
     if text[start : start + 1] not in ("{", "["):
         return -1
     try:
-        _, end = _scan(text, start)
+        _, end = scan_json(text, start)
     except (ValueError, StopIteration, RecursionError):
         return -1
     end = _skip_json_ws(text, end)
