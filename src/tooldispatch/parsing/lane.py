@@ -29,7 +29,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_OPEN,
     is_placeholder,
 )
-from tooldispatch.parsing.lenient import remember_refusal, scan_json
+from tooldispatch.parsing.lenient import remember_refusal, scan_json, skip_json_space
 from tooldispatch.repair.validate import Check, fast_check
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
@@ -39,7 +39,6 @@ LLAMA3_JSON: Final = "llama3_json"
 
 # The same rules as ``json.loads``: JSON whitespace around one value, decoded by the C scanner.
 _JSON_WS: Final = " \t\n\r"
-_JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
 # A character that could start something another stage reads (see ``formats.hermes``).
 _anchor = re.compile(r"[{(<\[`]").search
 # Markers that make another format read the text (the ``<think>`` tag is handled here).
@@ -276,7 +275,7 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
     if "<" in text or "`" in text or contains_any(text, _BRACKET_THINK):
         return None  # tags and fences the fallback stage would grow the calls over
     opening = len(text) - len(text.lstrip(_JSON_WS))
-    pos = _skip_ws(text, opening + 1)
+    pos = skip_json_space(text, opening + 1)
     if pos - opening > _LIST_GAP_MAX:
         return None
     calls: list[ToolCall] = []
@@ -292,7 +291,7 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
         call = _list_item(obj, tools)
         if call is None:
             return None
-        after = _skip_ws(text, end)
+        after = skip_json_space(text, end)
         mark = text[after : after + 1]
         last = mark == "]" and not text[after + 1 :].strip(_JSON_WS)
         if mark != "," and not last:
@@ -308,13 +307,7 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
         calls.append(ToolCall(name, arguments, "ok_fallback", "fallback", _NO_FLAGS, (), ident, "json"))
         if last:
             return ParseOutcome(tuple(calls), "", "", tuple(candidates), "fallback", _NO_FLAGS)
-        start, pos = end, _skip_ws(text, after + 1)
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    """The position after the JSON whitespace at ``pos``."""
-    run = _JSON_WS_RUN.match(text, pos)
-    return run.end() if run else pos
+        start, pos = end, skip_json_space(text, after + 1)
 
 
 def _list_item(obj: Any, tools: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:

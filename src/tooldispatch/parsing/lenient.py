@@ -47,6 +47,7 @@ __all__ = [
     "loads_strict",
     "remember_refusal",
     "scan_json",
+    "skip_json_space",
     "strict_value",
 ]
 
@@ -191,6 +192,11 @@ same values without them. It raises ``StopIteration`` when no value starts at ``
 _JSON_WS: Final = re.compile(r"[ \t\n\r]*")
 
 
+def skip_json_space(text: str, pos: int) -> int:
+    """The position after the JSON whitespace (space, tab, line feed, carriage return) at ``pos``."""
+    return _JSON_WS.match(text, pos).end()  # type: ignore[union-attr]  # a star pattern always matches
+
+
 def loads_strict(text: str) -> Any:
     """``json.loads(text)`` for a str: the same value, and a ``json.JSONDecodeError`` where it raises one."""
     if text.startswith("\ufeff"):
@@ -200,12 +206,12 @@ def loads_strict(text: str) -> Any:
 
 def _scan_whole(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:
     """``JSONDecoder.decode(text)`` for the decoder whose scanner is ``scan``, without its Python wrappers."""
-    start = _JSON_WS.match(text).end()  # type: ignore[union-attr]  # a star pattern always matches
+    start = skip_json_space(text, 0)
     try:
         value, end = scan(text, start)
     except StopIteration as exc:
         raise json.JSONDecodeError("Expecting value", text, exc.value) from None
-    end = _JSON_WS.match(text, end).end()  # type: ignore[union-attr]
+    end = skip_json_space(text, end)
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
     return value

@@ -351,23 +351,24 @@ def schema_errors(
                 found.append(entry)
     except RecursionError:
         return [("/", "/: the arguments are nested too deeply to validate")]
-    for path in _non_finite(arguments):
+    for path, number in _non_finite(arguments):
         # JSON has no NaN or infinity (``1e400`` reads as infinity): no tool can be given one.
         pointer = _pointer(path)
-        found.append((_written_at(arguments, path), pointer, f"{pointer}: {_render_float(path, arguments)}"))
+        message = f"{pointer}: {number} is not a finite number; send a number JSON can hold"
+        found.append((_written_at(arguments, path), pointer, message))
     found.sort(key=lambda entry: entry[0])  # stable: errors at one place keep the validator's order
     return [(pointer, message) for _, pointer, message in found[:limit]]
 
 
-def _non_finite(arguments: Any) -> list[list[Any]]:
-    """The paths of the NaN and infinite floats in ``arguments``, in the order written (iterative, bounded)."""
-    found: list[list[Any]] = []
+def _non_finite(arguments: Any) -> list[tuple[list[Any], float]]:
+    """The NaN and infinite floats in ``arguments`` with their paths, in the order written (iterative, bounded)."""
+    found: list[tuple[list[Any], float]] = []
     stack: list[tuple[Any, list[Any]]] = [(arguments, [])]
     while stack and len(found) < _MAX_GATHERED:
         value, path = stack.pop()
         if type(value) is float:
             if not math.isfinite(value):
-                found.append(path)
+                found.append((path, value))
         elif isinstance(value, dict):
             children: list[tuple[Any, list[Any]]] = []
             for key, item in value.items():
@@ -377,13 +378,6 @@ def _non_finite(arguments: Any) -> list[list[Any]]:
             for i in range(len(value) - 1, -1, -1):
                 stack.append((value[i], [*path, i]))
     return found
-
-
-def _render_float(path: list[Any], arguments: Any) -> str:
-    value = arguments
-    for part in path:
-        value = value[part]
-    return f"{value} is not a finite number; send a number JSON can hold"
 
 
 def _written_at(value: Any, path: Iterable[Any]) -> tuple[int, ...]:

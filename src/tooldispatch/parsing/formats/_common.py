@@ -20,6 +20,7 @@ from tooldispatch.parsing.lenient import (
     loads_lenient,
     loads_strict,
     scan_json,
+    skip_json_space,
     strict_value,
 )
 
@@ -476,19 +477,16 @@ def iter_blocks(text: str, open_tag: str, close_tag: str) -> Iterator[Block]:
             return
 
 
-_JSON_WS_RUN: Final = re.compile(r"[ \t\n\r]*")
-
-
 def _closer_after_json(text: str, body: int, close_tag: str) -> int:
     """Where ``close_tag`` starts right after one strict JSON object or array at ``body`` (blanks between), or -1."""
-    start = _skip_json_ws(text, body)
+    start = skip_json_space(text, body)
     if text[start : start + 1] not in ("{", "["):
         return -1
     try:
         _, end = scan_json(text, start)
     except (ValueError, StopIteration, RecursionError):
         return -1
-    end = _skip_json_ws(text, end)
+    end = skip_json_space(text, end)
     return end if text.startswith(close_tag, end) else -1
 
 
@@ -498,11 +496,6 @@ def ends_with_bracket(text: str, start: int, end: int) -> bool:
     while k > start and text[k - 1] in " \t\r\n":
         k -= 1
     return k > start and text[k - 1] in "}]"
-
-
-def _skip_json_ws(text: str, pos: int) -> int:
-    run = _JSON_WS_RUN.match(text, pos)
-    return run.end() if run else pos
 
 
 def _strict_json(body: str) -> bool:

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from tooldispatch.parsing._markers import JSON_START
 from tooldispatch.parsing._raw import RawCall
@@ -35,7 +35,6 @@ PY_START, PY_END = "<|python_start|>", "<|python_end|>"
 MARKERS_LLAMA3: Final[tuple[str, ...]] = (PYTHON_TAG, JSON_START)
 MARKERS_LLAMA4: Final[tuple[str, ...]] = (PY_START,)
 _END_TOKENS: Final = ("<|eom_id|>", "<|eot_id|>")
-_UNREAD: Final[Any] = object()
 
 
 def find_llama3(text: str) -> list[RawCall]:
@@ -75,8 +74,8 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
     while i < n and text[i] in "{[":
         span_start = start if not out else out[-1].span[1]
         done = raw_decode_at(text, i, n)
-        value, end = done if done is not None else (_UNREAD, balanced_end(text, i, limit=n))
-        if value is not _UNREAD:
+        if done is not None:
+            value, end = done
             items = value if isinstance(value, list) else [value]
             for item in items:
                 if require_name and not looks_like_call(item):
@@ -95,6 +94,7 @@ def _calls_after(text: str, start: int, pos: int, *, require_name: bool, limit: 
                     )
                 )
         else:
+            end = balanced_end(text, i, limit=n)
             cut = end < 0
             end = n if cut else end
             # An object or list that did not decode whole, or never closed, is not strict JSON either way.
