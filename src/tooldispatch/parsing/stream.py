@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -100,7 +100,8 @@ class CallReady:
 StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady
 """Every event :class:`StreamParser` emits."""
 
-_TIMEOUT_S: Final = 1.0  # every pattern below is bounded; the timeout is a guard, not a budget
+# Every pattern below is searched without the regex package's timeout: each alternative matches a bounded
+# number of characters, so a search is linear in the text (and reading the clock would double its cost).
 _MAX_HEADER: Final = 512
 
 # What may start a call (or reasoning, or a harmony header) in content. Each alternative is short and
@@ -131,20 +132,20 @@ _CLOSERS: Final = {
     "harmony_call": re.compile(r"<\|call\|>|<\|end\|>|<\|return\|>"),
 }
 _TAIL: Final = 64  # how much of a segment is kept to find a closing marker split across deltas
-_BRACKETS: Final = re.compile(r"[{}\[\]()\"'\\]")
 
 _CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
 _STATIC_STARTS: Final = frozenset("<[{`")
 _REASONING_STOPS: Final = frozenset("<[")  # every reasoning closer starts with one of these
 _BALANCED: Final = frozenset({"brace", "list", "name"})
 _BRACKET_CHARS: Final = frozenset("{}[]()\"'\\")
-_CLOSER_LAST: Final = frozenset(">`")
-_NOTHING: Final[frozenset[str]] = frozenset()  # every closing marker of a held segment ends with one of these
+_CLOSING: Final = frozenset("}])")  # a balanced segment can only end at one of these
+_CLOSER_LAST: Final = frozenset(">`")  # every closing marker of a held segment ends with one of these
+_NOTHING: Final[frozenset[str]] = frozenset()
 # Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
 # would only say "partial match at the start", so it is skipped.
 _LITERAL_OPENERS: Final = ("<tool_call>", "<think>")
-_OPENER_PREFIXES: Final = frozenset(lit[:k] for lit in _LITERAL_OPENERS for k in range(1, len(lit)))
 _LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
+_NO_STEPS: Final[dict[str, str]] = {}  # shared, never changed
 _HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _NEWLINE: Final = frozenset("\n")
 _REASONING_STOPS_NL: Final = _REASONING_STOPS | _NEWLINE
@@ -161,13 +162,45 @@ class _Anything:
 
 
 _ANYTHING: Final = _Anything()
-# For a held text that is a strict prefix of a literal opener, the characters that keep it one.
-_OPENER_NEXT: Final = {
-    prefix: "".join(
-        sorted(lit[len(prefix)] for lit in _LITERAL_OPENERS if lit.startswith(prefix) and len(lit) > len(prefix) + 1)
-    )
-    for prefix in _OPENER_PREFIXES
-}
+
+
+def _ascii_table(stops: frozenset[str]) -> bytes:
+    """For each ASCII code point, 1 when its character is in ``stops``."""
+    return bytes(chr(code) in stops for code in range(128))
+
+
+_EVERY_ASCII: Final = bytes([1]) * 128
+_NO_ASCII: Final = bytes(128)
+_REASONING_TABLE: Final = _ascii_table(_REASONING_STOPS_NL)
+_CLOSING_TABLE: Final = _ascii_table(_CLOSING)
+_CLOSER_TABLE: Final = _ascii_table(_CLOSER_LAST)
+# Held texts the trigger search would only call "a partial match at the start": an unfinished tag name, an
+# unfinished word after "[" (a pythonic list, [TOOL_CALLS], [THINK]). No alternative completes inside them.
+_TAG_WORD: Final = re.compile(r"<[A-Za-z][A-Za-z0-9_\-]{0,29}")
+_LIST_WORD: Final = re.compile(r"\[[A-Za-z_][\w.]{0,63}")
+# What may follow "<" in a trigger: a "<" followed by anything else starts none.
+_AFTER_LT: Final = frozenset("|｜ \tABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_WORD_RUN: Final = re.compile(r"[\w.]+")  # no declared name starts inside it (a name never continues a word)
+_PLAIN_NAME: Final = re.compile(r"[\w.\-]+")  # a declared name the trigger search can hold back letter by letter
+
+
+def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, str]]:
+    """For each strict prefix of the literals: each character that keeps it a strict prefix of one → the longer prefix.
+
+    The longer prefixes are the key objects themselves, so following a step hashes no new string.
+    """
+    steps: dict[str, dict[str, str]] = {}
+    for lit in literals:
+        for k in range(1, len(lit)):
+            steps.setdefault(lit[:k], {})
+    same = {prefix: prefix for prefix in steps}
+    for lit in literals:
+        for k in range(1, len(lit) - 1):
+            steps[lit[:k]][lit[k]] = same[lit[: k + 1]]
+    return steps
+
+
+_CLOSER_STEPS: Final = {literal: _prefix_steps([literal]) for literal in _LITERAL_CLOSERS.values()}
 _TRAILING_WORD: Final = re.compile(r"(?<![\w.])[\w.\-]+\Z")
 
 
@@ -214,6 +247,9 @@ class StreamParser:
         spelled = [*self._specs, *(f"functions.{n}" for n in self._specs)]
         self._name_starts = frozenset(n[0] for n in spelled)
         self._name_prefixes = frozenset(n[:k] for n in spelled for k in range(1, len(n) + 1))
+        # For a held text that is a strict prefix of ``<tool_call>``, ``<think>`` or a declared name (one the trigger
+        # search holds back letter by letter), the characters that keep it one.
+        self._opener_steps = _prefix_steps([*_LITERAL_OPENERS, *(n for n in spelled if _PLAIN_NAME.fullmatch(n))])
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._content_stops = _STATIC_STARTS | self._name_starts
         self._content_stops_nl = self._content_stops | _NEWLINE
@@ -237,14 +273,23 @@ class StreamParser:
         self._quote = ""
         self._escaped_at = -1
         self._seg_len = 0
-        # One-character deltas of plain text are gathered in ``_hold`` and given out together (added to ``_chunks``
-        # then); ``_quiet`` is the set of characters that end the gathering in the current mode (None: no gathering).
-        self._hold: list[str] = []
+        # One-character deltas of plain text are gathered in ``_hold`` (its first ``_held`` slots) and given out
+        # together (added to ``_chunks`` then); ``_quiet`` is the set of characters that end the gathering in the
+        # current mode (None: no gathering).
+        self._hold: list[str] = [""] * _HOLD
+        self._held = 0
         self._quiet: frozenset[str] | None = None
         # What :meth:`feed` checks first: ``_stops`` is ``_quiet`` plus the newline (every character when
-        # nothing is gathered); ``_next`` holds the characters that keep a held literal prefix one.
+        # nothing is gathered), and ``_stop_table`` the same for ASCII, by code point (2: a declared name's
+        # first letter, a stop unless it continues a word); ``_next`` maps each character that keeps a held
+        # literal prefix one to the longer prefix.
         self._stops: Container[str] = _ANYTHING
-        self._next = ""
+        self._stop_table = _EVERY_ASCII
+        self._content_table = bytes(
+            2 if chr(code) in self._name_starts and chr(code) not in _STATIC_STARTS else stop
+            for code, stop in enumerate(_ascii_table(self._content_stops_nl))
+        )
+        self._next: dict[str, str] = _NO_STEPS
         self._set_quiet(_REASONING_STOPS if reasoning_open else self._content_stops)
 
     @property
@@ -259,18 +304,26 @@ class StreamParser:
             RuntimeError: the parser was already closed.
         """
         if len(delta) == 1:
-            if delta not in self._stops:
+            code = ord(delta)
+            stop = self._stop_table[code] if code < 128 else int(delta in self._stops)
+            if stop == 2:  # a declared name's first letter starts nothing inside a word
+                held = self._held
+                stop = 0 if _wordish(self._hold[held - 1] if held else self._last) else 1
+            if not stop:
                 # One character that changes nothing: gather it instead of one event (or one scan) per character.
-                hold = self._hold
-                hold.append(delta)
-                if len(hold) < _HOLD:
+                held = self._held
+                self._hold[held] = delta
+                held += 1
+                self._held = held
+                if held < _HOLD:
                     return _NO_EVENTS
                 return self._flush()
-            if delta in self._next:
-                # Still a strict prefix of ``<tool_call>``, ``<think>`` or the reasoning's closer: nothing resolves yet.
-                self._pending += delta
+            longer = self._next.get(delta)
+            if longer is not None:
+                # Still a strict prefix of ``<tool_call>``, ``<think>``, a declared name or the reasoning's closer.
+                self._pending = longer
                 self._chunks.append(delta)
-                self._next = self._next_chars()
+                self._next = self._step_table()
                 return _NO_EVENTS
         return self._feed(delta)
 
@@ -281,22 +334,24 @@ class StreamParser:
             if delta not in quiet or (
                 quiet is self._content_stops
                 and delta not in _STATIC_STARTS
-                and _wordish(self._hold[-1] if self._hold else self._last)
+                and _wordish(self._hold[self._held - 1] if self._held else self._last)
             ):
                 # One character that changes nothing: gather it instead of one event (or one scan) per character.
-                hold = self._hold
-                hold.append(delta)
-                if len(hold) < _HOLD and delta != "\n":
+                held = self._held
+                self._hold[held] = delta
+                held += 1
+                self._held = held
+                if held < _HOLD and delta != "\n":
                     return _NO_EVENTS
                 return self._flush()
-            if quiet is _BRACKET_CHARS and self._extend_balanced(delta):
+            if quiet is _CLOSING and self._extend_balanced(delta):
                 self._chunks.append(delta)
                 return _NO_EVENTS
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
             return _NO_EVENTS
-        released = self._flush() if self._hold else _NO_EVENTS
+        released = self._flush() if self._held else _NO_EVENTS
         self._chunks.append(delta)
         if not self._pending:  # fast paths: plain content, plain reasoning
             if self._mode == _CONTENT and (
@@ -321,7 +376,9 @@ class StreamParser:
                 text = self._reasoning(text)
             else:
                 text = self._segment(text)
-        self._set_quiet(self._gather_stops())
+        quiet = self._gather_stops()
+        if quiet is None or quiet is not self._quiet:  # a held prefix may have changed what keeps it one
+            self._set_quiet(quiet)
         return tuple(self._events)
 
     def _set_quiet(self, quiet: frozenset[str] | None) -> None:
@@ -329,26 +386,34 @@ class StreamParser:
         self._quiet = quiet
         if quiet is None:
             self._stops = _ANYTHING
+            self._stop_table = _EVERY_ASCII
         elif quiet is self._content_stops:
             self._stops = self._content_stops_nl
+            self._stop_table = self._content_table
         elif quiet is _REASONING_STOPS:
             self._stops = _REASONING_STOPS_NL
+            self._stop_table = _REASONING_TABLE
         else:  # a held segment: a newline releases nothing there
             self._stops = quiet
-        self._next = self._next_chars()
+            if quiet is _CLOSING:
+                self._stop_table = _CLOSING_TABLE
+            elif quiet is _CLOSER_LAST:
+                self._stop_table = _CLOSER_TABLE
+            else:
+                self._stop_table = _ascii_table(quiet) if quiet else _NO_ASCII
+        self._next = self._step_table()
 
-    def _next_chars(self) -> str:
-        """The characters that keep the held text a strict prefix of a literal marker (``""`` when none)."""
+    def _step_table(self) -> dict[str, str]:
+        """What keeps the held text a strict prefix of a literal marker (see ``_next``; empty when nothing does)."""
         pending = self._pending
         if not pending:
-            return ""
+            return _NO_STEPS
         if self._mode == _CONTENT:
-            return _OPENER_NEXT.get(pending, "")
+            return self._opener_steps.get(pending, _NO_STEPS)
         literal = self._closer_literal
         if self._mode != _REASONING or literal is None:
-            return ""
-        size = len(pending)
-        return literal[size] if size + 1 < len(literal) and literal.startswith(pending) else ""
+            return _NO_STEPS
+        return _CLOSER_STEPS[literal].get(pending, _NO_STEPS)
 
     def _gather_stops(self) -> frozenset[str] | None:
         """The characters that cannot be gathered in the current state (``None``: gather nothing)."""
@@ -361,20 +426,22 @@ class StreamParser:
         if self._mode != _SEGMENT:
             return None
         if self._seg_kind in _BALANCED:
-            return _BRACKET_CHARS
+            return _CLOSING
         return _NOTHING if self._seg_kind == "open_ended" else _CLOSER_LAST
 
     def _flush(self) -> tuple[StreamEvent, ...]:
         """Give out the gathered one-character deltas: one event, or added to the held segment."""
-        text = "".join(self._hold)
-        self._hold.clear()
+        held = self._held
+        text = "".join(self._hold) if held == _HOLD else "".join(self._hold[:held])
+        self._held = 0
         self._chunks.append(text)
         if self._mode == _SEGMENT:
-            self._seg.append(text)
             if self._seg_kind in _BALANCED:
-                self._seg_len += len(text)
-            elif self._seg_kind != "open_ended":
-                self._seg_tail = (self._seg_tail + text)[-_TAIL:]
+                self._scan_balanced(text)  # gathered text holds no closing bracket, so it never balances the segment
+            else:
+                self._seg.append(text)
+                if self._seg_kind != "open_ended":
+                    self._seg_tail = (self._seg_tail + text)[-_TAIL:]
             return _NO_EVENTS
         if self._mode == _REASONING:
             return (ReasoningText(text),)
@@ -382,28 +449,17 @@ class StreamParser:
         return (ContentText(text),)
 
     def _extend_balanced(self, char: str) -> bool:
-        """Track one bracket, quote or backslash of a balanced segment; ``False`` when it balances the segment.
+        """Take one closing bracket of a balanced segment; ``False`` when it balances the segment.
 
-        The same bracket and string state as :meth:`_scan_balanced`, for one character.
+        What :meth:`_scan_balanced` does with it, without scanning: inside a string it changes nothing.
         """
-        if self._hold:
+        if self._held:
             self._flush()
-        pos = self._seg_len
-        if self._quote:
-            if char == "\\":
-                if pos != self._escaped_at:
-                    self._escaped_at = pos + 1
-            elif char == self._quote and pos != self._escaped_at:
-                self._quote = ""
-        elif char in "\"'":
-            self._quote = char
-        elif char in "{[(":
-            self._depth += 1
-        elif char in "}])":
+        if not self._quote:
             if self._depth <= 1:
                 return False
             self._depth -= 1
-        self._seg_len = pos + 1
+        self._seg_len += 1
         self._seg.append(char)
         return True
 
@@ -418,7 +474,7 @@ class StreamParser:
         """
         if self._mode == _CLOSED:
             return _NO_EVENTS
-        self._events = list(self._flush()) if self._hold else []
+        self._events = list(self._flush()) if self._held else []
         self._set_quiet(None)
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
@@ -466,18 +522,29 @@ class StreamParser:
                         return ""
                     return self._open_segment("tag", text, "")
         # What the trigger search finds for the most common starts, without running it.
+        if len(text) == 2 and text[0] == "<" and text[1] not in _AFTER_LT and text[1] not in self._content_stops:
+            self._say(text)  # "</", "<=", "<3" start nothing, and neither does their second character alone
+            return ""
         if text == "{":
             return self._open_balanced("brace", text, "")
         if text == "[{":
             return self._open_balanced("list", text, "")
-        if text == "[" or (len(text) == 1 and text in self._name_starts and not _wordish(self._last)):
-            self._pending = text  # a partial match: a list, [TOOL_CALLS], [THINK] or a declared name may follow
+        if (
+            text == "["
+            or (len(text) == 1 and text in self._name_starts and not _wordish(self._last))
+            or (text[0] == "<" and _TAG_WORD.fullmatch(text) is not None)
+            or (text[0] == "[" and _LIST_WORD.fullmatch(text) is not None)
+        ):
+            self._pending = text  # a partial match: a tag, a list, [TOOL_CALLS], [THINK] or a declared name may follow
+            return ""
+        if text[0] in self._name_starts and text not in self._name_prefixes and _WORD_RUN.fullmatch(text) is not None:
+            self._say(text)  # a word that only began like a declared name ("for" against "functions.")
             return ""
         if not self._may_start_call(text):
             self._say(text)
             return ""
         context = self._last + text
-        m = self._trigger.search(context, len(self._last), partial=True, timeout=_TIMEOUT_S)
+        m = self._trigger.search(context, len(self._last), partial=True)
         if m is None:
             self._say(text)
             return ""
@@ -532,7 +599,7 @@ class StreamParser:
                 self._events.append(ReasoningEnded(time.monotonic()))
                 self._mode = _CONTENT
             return ""
-        m = self._reasoning_closer.search(text, partial=True, timeout=_TIMEOUT_S)
+        m = self._reasoning_closer.search(text, partial=True)
         if m is None:
             self._events.append(ReasoningText(text))
             return ""
@@ -608,27 +675,36 @@ class StreamParser:
     def _scan_balanced(self, text: str) -> str | None:
         """Track brackets and strings over new text; at balance, finish the segment and return the rest."""
         base = self._seg_len
-        for m in _BRACKETS.finditer(text):
-            c = m.group()
-            pos = base + m.start()
-            if self._quote:
-                if c == "\\":
-                    if pos != self._escaped_at:
-                        self._escaped_at = pos + 1
-                elif c == self._quote and pos != self._escaped_at:
-                    self._quote = ""
+        quote = self._quote
+        depth = self._depth
+        escaped_at = self._escaped_at
+        for i in range(len(text)):
+            c = text[i]
+            if c not in _BRACKET_CHARS:
                 continue
-            if c in "\"'":
-                self._quote = c
-            elif c in "{[(":
-                self._depth += 1
-            elif c in "}])":
-                self._depth -= 1
-                if self._depth <= 0:
-                    cut = m.end()
+            if quote:
+                if c == "\\":
+                    if base + i != escaped_at:
+                        escaped_at = base + i + 1
+                elif c == quote and base + i != escaped_at:
+                    quote = ""
+            elif c == '"' or c == "'":
+                quote = c
+            elif c in _CLOSING:
+                depth -= 1
+                if depth <= 0:
+                    self._depth = depth
+                    self._quote = quote
+                    self._escaped_at = escaped_at
+                    cut = i + 1
                     self._seg.append(text[:cut])
                     self._finish_segment("".join(self._seg), None)
                     return text[cut:]
+            elif c != "\\":
+                depth += 1
+        self._quote = quote
+        self._depth = depth
+        self._escaped_at = escaped_at
         self._seg.append(text)
         self._seg_len = base + len(text)
         return None
