@@ -164,9 +164,16 @@ class _Anything:
 _ANYTHING: Final = _Anything()
 
 
-def _ascii_table(stops: frozenset[str]) -> bytes:
-    """For each ASCII code point, 1 when its character is in ``stops``."""
-    return bytes(chr(code) in stops for code in range(128))
+def _ascii_table(stops: frozenset[str], names: frozenset[str] = _NOTHING) -> bytes:
+    """What :meth:`StreamParser.feed` does with each ASCII character, by code point.
+
+    0: gather it; 1: a stop (``stops``); 2: the first letter of a declared name (``names``), a stop unless it
+    continues a word; 3: a newline among the stops, gathered and then given out with what was gathered.
+    """
+    return bytes(
+        (3 if char == "\n" else 1 if char in _STATIC_STARTS or char not in names else 2) if char in stops else 0
+        for char in map(chr, range(128))
+    )
 
 
 _EVERY_ASCII: Final = bytes([1]) * 128
@@ -187,21 +194,38 @@ _PLAIN_NAME: Final = re.compile(r"[\w.\-]+")  # a declared name the trigger sear
 def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, str]]:
     """For each strict prefix of the literals: each character that keeps it a strict prefix of one → the longer prefix.
 
-    The longer prefixes are the key objects themselves, so following a step hashes no new string.
+    The empty prefix leads to the first characters (ASCII ones: :meth:`StreamParser.feed` looks a declared
+    name's first letter up only after its ASCII word check). The longer prefixes are the key objects
+    themselves, so following a step hashes no new string.
     """
-    steps: dict[str, dict[str, str]] = {}
+    steps: dict[str, dict[str, str]] = {"": {}}
     for lit in literals:
         for k in range(1, len(lit)):
             steps.setdefault(lit[:k], {})
     same = {prefix: prefix for prefix in steps}
     for lit in literals:
-        for k in range(1, len(lit) - 1):
+        for k in range(0 if lit[0] < "\x80" else 1, len(lit) - 1):
             steps[lit[:k]][lit[k]] = same[lit[: k + 1]]
     return steps
 
 
 _CLOSER_STEPS: Final = {literal: _prefix_steps([literal]) for literal in _LITERAL_CLOSERS.values()}
 _TRAILING_WORD: Final = re.compile(r"(?<![\w.])[\w.\-]+\Z")
+
+
+def _find_literal(literal: str, text: str) -> tuple[int, int, bool] | None:
+    """What a partial search for ``literal`` finds in ``text``: (start, end, partial), or ``None``.
+
+    The first occurrence, else the longest end of the text that begins ``literal`` (a partial match).
+    Exact for literals that do not overlap themselves, as every literal closer here.
+    """
+    at = text.find(literal)
+    if at >= 0:
+        return at, at + len(literal), False
+    for start in range(max(0, len(text) - len(literal) + 1), len(text)):
+        if literal.startswith(text[start:]):
+            return start, len(text), True
+    return None
 
 
 def _wordish(char: str) -> bool:
@@ -280,15 +304,11 @@ class StreamParser:
         self._held = 0
         self._quiet: frozenset[str] | None = None
         # What :meth:`feed` checks first: ``_stops`` is ``_quiet`` plus the newline (every character when
-        # nothing is gathered), and ``_stop_table`` the same for ASCII, by code point (2: a declared name's
-        # first letter, a stop unless it continues a word); ``_next`` maps each character that keeps a held
-        # literal prefix one to the longer prefix.
+        # nothing is gathered), and ``_stop_table`` the same for ASCII, by code point (see :func:`_ascii_table`);
+        # ``_next`` maps each character that keeps a held literal prefix one to the longer prefix.
         self._stops: Container[str] = _ANYTHING
         self._stop_table = _EVERY_ASCII
-        self._content_table = bytes(
-            2 if chr(code) in self._name_starts and chr(code) not in _STATIC_STARTS else stop
-            for code, stop in enumerate(_ascii_table(self._content_stops_nl))
-        )
+        self._content_table = _ascii_table(self._content_stops_nl, self._name_starts)
         self._next: dict[str, str] = _NO_STEPS
         self._set_quiet(_REASONING_STOPS if reasoning_open else self._content_stops)
 
@@ -309,22 +329,28 @@ class StreamParser:
             if stop == 2:  # a declared name's first letter starts nothing inside a word
                 held = self._held
                 stop = 0 if _wordish(self._hold[held - 1] if held else self._last) else 1
-            if not stop:
-                # One character that changes nothing: gather it instead of one event (or one scan) per character.
+            if stop != 1:
+                # One character that changes nothing: gather it instead of one event (or one scan) per character
+                # (a newline gives out what was gathered).
                 held = self._held
                 self._hold[held] = delta
                 held += 1
                 self._held = held
-                if held < _HOLD:
+                if held < _HOLD and not stop:
                     return _NO_EVENTS
                 return self._flush()
             longer = self._next.get(delta)
             if longer is not None:
-                # Still a strict prefix of ``<tool_call>``, ``<think>``, a declared name or the reasoning's closer.
+                # A strict prefix of ``<tool_call>``, ``<think>``, a declared name or the reasoning's closer: it is
+                # held, and nothing resolves yet.
+                released = self._flush() if self._held else _NO_EVENTS
                 self._pending = longer
                 self._chunks.append(delta)
-                self._next = self._step_table()
-                return _NO_EVENTS
+                if self._quiet is None:
+                    self._next = self._step_table()
+                else:
+                    self._set_quiet(None)
+                return released
         return self._feed(delta)
 
     def _feed(self, delta: str) -> tuple[StreamEvent, ...]:
@@ -406,8 +432,6 @@ class StreamParser:
     def _step_table(self) -> dict[str, str]:
         """What keeps the held text a strict prefix of a literal marker (see ``_next``; empty when nothing does)."""
         pending = self._pending
-        if not pending:
-            return _NO_STEPS
         if self._mode == _CONTENT:
             return self._opener_steps.get(pending, _NO_STEPS)
         literal = self._closer_literal
@@ -486,6 +510,7 @@ class StreamParser:
                 self._events.append(ContentText(self._pending))
         self._pending = ""
         self._mode = _CLOSED
+        self._next = _NO_STEPS
         whole = "".join(self._chunks)
         self._outcome = assemble_blocks(
             whole,
@@ -599,18 +624,28 @@ class StreamParser:
                 self._events.append(ReasoningEnded(time.monotonic()))
                 self._mode = _CONTENT
             return ""
-        m = self._reasoning_closer.search(text, partial=True)
-        if m is None:
-            self._events.append(ReasoningText(text))
-            return ""
-        if m.start():
-            self._events.append(ReasoningText(text[: m.start()]))
-        if m.partial:
-            self._pending = text[m.start() :]
+        if literal is not None:
+            found = _find_literal(literal, text)
+            if found is None:
+                self._events.append(ReasoningText(text))
+                return ""
+            start, end, partial = found
+        else:
+            m = self._reasoning_closer.search(text, partial=True)
+            if m is None:
+                self._events.append(ReasoningText(text))
+                return ""
+            start, end, partial = m.start(), m.end(), m.partial
+            if not partial and m.group() == "<|start|>":
+                end = start  # the next harmony message's header: content reads it
+        if start:
+            self._events.append(ReasoningText(text[:start]))
+        if partial:
+            self._pending = text[start:]
             return ""
         self._events.append(ReasoningEnded(time.monotonic()))
         self._mode = _CONTENT
-        return text[m.start() :] if m.group() == "<|start|>" else text[m.end() :]
+        return text[end:]
 
     def _enter_reasoning(self, closer: str) -> None:
         self._mode = _REASONING
