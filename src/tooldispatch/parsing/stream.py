@@ -179,7 +179,11 @@ def _ascii_table(stops: frozenset[str], names: frozenset[str] = _NOTHING) -> byt
 _EVERY_ASCII: Final = bytes([1]) * 128
 _NO_ASCII: Final = bytes(128)
 _REASONING_TABLE: Final = _ascii_table(_REASONING_STOPS_NL)
-_CLOSING_TABLE: Final = _ascii_table(_CLOSING)
+# A balanced segment's table: 1 for a closing bracket (it may end the segment), 4 for a quote, a backslash or an
+# opening bracket (tracked as it is gathered), 0 for the rest.
+_BALANCED_TABLE: Final = bytes(
+    (1 if char in _CLOSING else 4) if char in _BRACKET_CHARS else 0 for char in map(chr, range(128))
+)
 _CLOSER_TABLE: Final = _ascii_table(_CLOSER_LAST)
 # Held texts the trigger search would only call "a partial match at the start": an unfinished tag name, an
 # unfinished word after "[" (a pythonic list, [TOOL_CALLS], [THINK]). No alternative completes inside them.
@@ -195,8 +199,9 @@ def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, str]]:
     """For each strict prefix of the literals: each character that keeps it a strict prefix of one → the longer prefix.
 
     The empty prefix leads to the first characters (ASCII ones: :meth:`StreamParser.feed` looks a declared
-    name's first letter up only after its ASCII word check). The longer prefixes are the key objects
-    themselves, so following a step hashes no new string.
+    name's first letter up only after its ASCII word check), and the last character of a literal marker
+    (one of ``_COMPLETE``) leads to the marker itself. The longer prefixes are the key objects themselves,
+    so following a step hashes no new string.
     """
     steps: dict[str, dict[str, str]] = {"": {}}
     for lit in literals:
@@ -204,11 +209,13 @@ def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, str]]:
             steps.setdefault(lit[:k], {})
     same = {prefix: prefix for prefix in steps}
     for lit in literals:
-        for k in range(0 if lit[0] < "\x80" else 1, len(lit) - 1):
-            steps[lit[:k]][lit[k]] = same[lit[: k + 1]]
+        last = len(lit) if lit in _COMPLETE else len(lit) - 1
+        for k in range(0 if lit[0] < "\x80" else 1, last):
+            steps[lit[:k]][lit[k]] = same.get(lit[: k + 1], lit)
     return steps
 
 
+_COMPLETE: Final = frozenset({*_LITERAL_OPENERS, *_LITERAL_CLOSERS.values()})
 _CLOSER_STEPS: Final = {literal: _prefix_steps([literal]) for literal in _LITERAL_CLOSERS.values()}
 _TRAILING_WORD: Final = re.compile(r"(?<![\w.])[\w.\-]+\Z")
 
@@ -329,6 +336,9 @@ class StreamParser:
             if stop == 2:  # a declared name's first letter starts nothing inside a word
                 held = self._held
                 stop = 0 if _wordish(self._hold[held - 1] if held else self._last) else 1
+            elif stop == 4:  # a quote, a backslash or an opening bracket of a balanced segment
+                self._track(delta)
+                stop = 0
             if stop != 1:
                 # One character that changes nothing: gather it instead of one event (or one scan) per character
                 # (a newline gives out what was gathered).
@@ -344,8 +354,11 @@ class StreamParser:
                 # A strict prefix of ``<tool_call>``, ``<think>``, a declared name or the reasoning's closer: it is
                 # held, and nothing resolves yet.
                 released = self._flush() if self._held else _NO_EVENTS
-                self._pending = longer
                 self._chunks.append(delta)
+                if longer in _COMPLETE:
+                    self._pending = ""
+                    return self._marker(longer, released)
+                self._pending = longer
                 if self._quiet is None:
                     self._next = self._step_table()
                 else:
@@ -370,7 +383,7 @@ class StreamParser:
                 if held < _HOLD and delta != "\n":
                     return _NO_EVENTS
                 return self._flush()
-            if quiet is _CLOSING and self._extend_balanced(delta):
+            if quiet is _BRACKET_CHARS and delta in _CLOSING and self._extend_balanced(delta):
                 self._chunks.append(delta)
                 return _NO_EVENTS
         if self._mode == _CLOSED:
@@ -407,6 +420,20 @@ class StreamParser:
             self._set_quiet(quiet)
         return tuple(self._events)
 
+    def _marker(self, marker: str, released: tuple[StreamEvent, ...]) -> tuple[StreamEvent, ...]:
+        """Act on a literal marker completed in the quick path, as :meth:`_content` and :meth:`_reasoning` do."""
+        if self._mode == _REASONING:
+            self._mode = _CONTENT
+            self._set_quiet(self._content_stops)
+            return (*released, ReasoningEnded(time.monotonic()))
+        if marker == "<think>":
+            self._enter_reasoning(_REASONING_CLOSERS[marker])
+            self._set_quiet(_REASONING_STOPS)
+        else:
+            self._open_segment("tag", marker, "")
+            self._set_quiet(_CLOSER_LAST)
+        return released
+
     def _set_quiet(self, quiet: frozenset[str] | None) -> None:
         """Set the characters that end the gathering, and what :meth:`feed` checks first."""
         self._quiet = quiet
@@ -421,8 +448,8 @@ class StreamParser:
             self._stop_table = _REASONING_TABLE
         else:  # a held segment: a newline releases nothing there
             self._stops = quiet
-            if quiet is _CLOSING:
-                self._stop_table = _CLOSING_TABLE
+            if quiet is _BRACKET_CHARS:
+                self._stop_table = _BALANCED_TABLE
             elif quiet is _CLOSER_LAST:
                 self._stop_table = _CLOSER_TABLE
             else:
@@ -450,7 +477,7 @@ class StreamParser:
         if self._mode != _SEGMENT:
             return None
         if self._seg_kind in _BALANCED:
-            return _CLOSING
+            return _BRACKET_CHARS
         return _NOTHING if self._seg_kind == "open_ended" else _CLOSER_LAST
 
     def _flush(self) -> tuple[StreamEvent, ...]:
@@ -461,7 +488,8 @@ class StreamParser:
         self._chunks.append(text)
         if self._mode == _SEGMENT:
             if self._seg_kind in _BALANCED:
-                self._scan_balanced(text)  # gathered text holds no closing bracket, so it never balances the segment
+                self._seg.append(text)  # tracked as it was gathered (see :meth:`_track`)
+                self._seg_len += len(text)
             else:
                 self._seg.append(text)
                 if self._seg_kind != "open_ended":
@@ -471,6 +499,24 @@ class StreamParser:
             return (ReasoningText(text),)
         self._last = text[-1]
         return (ContentText(text),)
+
+    def _track(self, char: str) -> None:
+        """Track one quote, backslash or opening bracket as it is gathered into a balanced segment.
+
+        The same string and bracket state as :meth:`_scan_balanced`; its position in the segment counts what
+        was gathered before it.
+        """
+        pos = self._seg_len + self._held
+        if self._quote:
+            if char == "\\":
+                if pos != self._escaped_at:
+                    self._escaped_at = pos + 1
+            elif char == self._quote and pos != self._escaped_at:
+                self._quote = ""
+        elif char == '"' or char == "'":
+            self._quote = char
+        elif char != "\\":
+            self._depth += 1
 
     def _extend_balanced(self, char: str) -> bool:
         """Take one closing bracket of a balanced segment; ``False`` when it balances the segment.
