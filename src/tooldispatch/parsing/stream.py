@@ -187,11 +187,12 @@ _BALANCED_TABLE: Final = bytes(
 _CLOSER_TABLE: Final = _ascii_table(_CLOSER_LAST)
 # Held texts the trigger search would only call "a partial match at the start": an unfinished tag name, an
 # unfinished word after "[" (a pythonic list, [TOOL_CALLS], [THINK]). No alternative completes inside them.
+# The patterns with ``\w`` use the regex package, so that a word character is one for the trigger search too.
 _TAG_WORD: Final = re.compile(r"<[A-Za-z][A-Za-z0-9_\-]{0,29}")
-_LIST_WORD: Final = re.compile(r"\[[A-Za-z_][\w.]{0,63}")
+_LIST_WORD: Final = regex.compile(r"\[[A-Za-z_][\w.]{0,63}")
 # What may follow "<" in a trigger: a "<" followed by anything else starts none.
 _AFTER_LT: Final = frozenset("|｜ \tABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_WORD_RUN: Final = re.compile(r"[\w.]+")  # no declared name starts inside it (a name never continues a word)
+_WORD_RUN: Final = regex.compile(r"[\w.]+")  # no declared name starts inside it (a name never continues a word)
 _PLAIN_NAME: Final = re.compile(r"[\w.\-]+")  # a declared name the trigger search can hold back letter by letter
 
 
@@ -223,8 +224,9 @@ _TRAILING_WORD: Final = re.compile(r"(?<![\w.])[\w.\-]+\Z")
 def _find_literal(literal: str, text: str) -> tuple[int, int, bool] | None:
     """What a partial search for ``literal`` finds in ``text``: (start, end, partial), or ``None``.
 
-    The first occurrence, else the longest end of the text that begins ``literal`` (a partial match).
-    Exact for literals that do not overlap themselves, as every literal closer here.
+    The first occurrence, else the longest end of the text that begins ``literal`` (a partial match; the
+    search's empty partial match at the very end holds nothing back, so it is ``None`` here). Exact for
+    literals that do not overlap themselves, as every literal closer here.
     """
     at = text.find(literal)
     if at >= 0:

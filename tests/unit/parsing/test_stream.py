@@ -7,9 +7,11 @@ import time
 from typing import Any
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tooldispatch.parsing import stream as stream_module
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import (
     CallReady,
@@ -315,3 +317,69 @@ def test_one_character_marker_prefixes_are_held_and_given_back_exactly() -> None
     ]
     assert parser.close() == (ContentText("b"),)
     assert parser.outcome == parse_tool_calls("a <tox> <think>r</think>b", TOOLS)
+
+
+# -- the quick decisions agree with the searches they skip ---------------------------------------------------------
+
+_NAMES = StreamParser(TOOLS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.from_regex(stream_module._TAG_WORD.pattern, fullmatch=True),
+        st.from_regex(stream_module._LIST_WORD.pattern, fullmatch=True),
+    )
+)
+def test_held_tag_and_list_words_are_what_the_trigger_search_holds(text: str) -> None:
+    """An unfinished tag name or word after '[' is held whole: the trigger search calls it a partial match at 0."""
+    if stream_module._TAG_WORD.fullmatch(text) is None and stream_module._LIST_WORD.fullmatch(text) is None:
+        return  # a word character for the re module that the regex package does not count
+    m = _NAMES._trigger.search(" " + text, 1, partial=True)
+    assert m is not None and m.partial and m.start() == 1
+
+
+@pytest.mark.parametrize("char", [chr(c) for c in range(1, 0x250)] + ["｜", "\u2028", "😀"])
+def test_a_lt_before_a_character_no_trigger_continues_with_starts_nothing(char: str) -> None:
+    """'<' followed by a character outside what a trigger continues with is given out at once, as the search says."""
+    if char in stream_module._AFTER_LT or char in _NAMES._content_stops:
+        return
+    m = _NAMES._trigger.search(" <" + char, 1, partial=True)
+    assert m is None or (m.partial and m.start() == 3)  # at most an empty partial match at the very end
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"[gf][\w.]{0,14}", fullmatch=True))
+def test_a_word_that_only_began_like_a_name_starts_nothing(word: str) -> None:
+    """A word that is no prefix of a declared name (nor 'functions.') is content: the search finds no call in it."""
+    if word in _NAMES._name_prefixes or stream_module._WORD_RUN.fullmatch(word) is None:
+        return
+    m = _NAMES._trigger.search(" " + word, 1, partial=True)
+    assert m is None or (m.partial and m.start() == len(word) + 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="</thinkTHIK[]x>", max_size=24), st.sampled_from(["</think>", "[/THINK]"]))
+def test_literal_closer_lookup_equals_the_partial_regex_search(text: str, literal: str) -> None:
+    """The reasoning closer found without a regex is what the regex package's partial search finds.
+
+    An empty partial match at the very end holds nothing back, so it counts as no match.
+    """
+    m = regex.compile(regex.escape(literal)).search(text, partial=True)
+    empty_end = m is not None and m.partial and m.start() == len(text)
+    expected = None if m is None or empty_end else (m.start(), m.end(), m.partial)
+    assert stream_module._find_literal(literal, text) == expected
+
+
+def test_prefix_steps_lead_through_every_strict_prefix_to_the_marker() -> None:
+    """Following the steps from the empty prefix spells each literal; only whole markers are reached as such."""
+    steps = stream_module._prefix_steps(["<tool_call>", "<think>", "get_weather", "get_time"])
+    for literal in ["<tool_call>", "<think>", "get_weather", "get_time"]:
+        held = ""
+        for char in literal[:-1]:
+            held = steps[held][char]
+            assert held == literal[: len(held)]
+        last = steps[held].get(literal[-1])
+        assert last == (literal if literal in stream_module._COMPLETE else None)
+    assert steps["<t"] == {"o": "<to", "h": "<th"}
+    assert steps["get_"] == {"w": "get_w", "t": "get_t"}
