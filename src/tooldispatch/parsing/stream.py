@@ -145,7 +145,7 @@ _NOTHING: Final[frozenset[str]] = frozenset()
 # would only say "partial match at the start", so it is skipped.
 _LITERAL_OPENERS: Final = ("<tool_call>", "<think>")
 _LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
-_NO_STEPS: Final[dict[str, str]] = {}  # shared, never changed
+_NO_STEPS: Final[dict[str, _Step]] = {}  # shared, never changed
 _HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _NEWLINE: Final = frozenset("\n")
 _REASONING_STOPS_NL: Final = _REASONING_STOPS | _NEWLINE
@@ -196,24 +196,40 @@ _WORD_RUN: Final = regex.compile(r"[\w.]+")  # no declared name starts inside it
 _PLAIN_NAME: Final = re.compile(r"[\w.\-]+")  # a declared name the trigger search can hold back letter by letter
 
 
-def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, str]]:
-    """For each strict prefix of the literals: each character that keeps it a strict prefix of one → the longer prefix.
+class _Step:
+    """A held prefix of a literal marker or a declared name: where each next character leads.
+
+    Attributes:
+        text: the prefix.
+        marker: the prefix is a whole literal marker (one of ``_COMPLETE``), acted on at once.
+        next: each character that keeps it a strict prefix (or makes a whole marker) → that step.
+    """
+
+    __slots__ = ("marker", "next", "text")
+
+    def __init__(self, text: str, marker: bool) -> None:
+        self.text = text
+        self.marker = marker
+        self.next: dict[str, _Step] = {}
+
+
+def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, _Step]]:
+    """For each strict prefix of the literals (the empty one too), where each next character leads.
 
     The empty prefix leads to the first characters (ASCII ones: :meth:`StreamParser.feed` looks a declared
     name's first letter up only after its ASCII word check), and the last character of a literal marker
-    (one of ``_COMPLETE``) leads to the marker itself. The longer prefixes are the key objects themselves,
-    so following a step hashes no new string.
+    (one of ``_COMPLETE``) leads to the whole marker.
     """
-    steps: dict[str, dict[str, str]] = {"": {}}
+    steps: dict[str, _Step] = {"": _Step("", False)}
     for lit in literals:
-        for k in range(1, len(lit)):
-            steps.setdefault(lit[:k], {})
-    same = {prefix: prefix for prefix in steps}
+        for k in range(1, len(lit) + 1):
+            if k < len(lit) or lit in _COMPLETE:
+                steps.setdefault(lit[:k], _Step(lit[:k], k == len(lit)))
     for lit in literals:
         last = len(lit) if lit in _COMPLETE else len(lit) - 1
         for k in range(0 if lit[0] < "\x80" else 1, last):
-            steps[lit[:k]][lit[k]] = same.get(lit[: k + 1], lit)
-    return steps
+            steps[lit[:k]].next[lit[k]] = steps[lit[: k + 1]]
+    return {text: step.next for text, step in steps.items() if not step.marker}
 
 
 _COMPLETE: Final = frozenset({*_LITERAL_OPENERS, *_LITERAL_CLOSERS.values()})
@@ -314,11 +330,11 @@ class StreamParser:
         self._quiet: frozenset[str] | None = None
         # What :meth:`feed` checks first: ``_stops`` is ``_quiet`` plus the newline (every character when
         # nothing is gathered), and ``_stop_table`` the same for ASCII, by code point (see :func:`_ascii_table`);
-        # ``_next`` maps each character that keeps a held literal prefix one to the longer prefix.
+        # ``_next`` maps each character that keeps a held literal prefix one to the longer prefix's step.
         self._stops: Container[str] = _ANYTHING
         self._stop_table = _EVERY_ASCII
         self._content_table = _ascii_table(self._content_stops_nl, self._name_starts)
-        self._next: dict[str, str] = _NO_STEPS
+        self._next: dict[str, _Step] = _NO_STEPS
         self._set_quiet(_REASONING_STOPS if reasoning_open else self._content_stops)
 
     @property
@@ -351,18 +367,18 @@ class StreamParser:
                 if held < _HOLD and not stop:
                     return _NO_EVENTS
                 return self._flush()
-            longer = self._next.get(delta)
-            if longer is not None:
+            step = self._next.get(delta)
+            if step is not None:
                 # A strict prefix of ``<tool_call>``, ``<think>``, a declared name or the reasoning's closer: it is
-                # held, and nothing resolves yet.
+                # held, and nothing resolves yet (or the whole marker, acted on at once).
                 released = self._flush() if self._held else _NO_EVENTS
                 self._chunks.append(delta)
-                if longer in _COMPLETE:
+                if step.marker:
                     self._pending = ""
-                    return self._marker(longer, released)
-                self._pending = longer
+                    return self._marker(step.text, released)
+                self._pending = step.text
                 if self._quiet is None:
-                    self._next = self._step_table()
+                    self._next = step.next
                 else:
                     self._set_quiet(None)
                 return released
@@ -458,7 +474,7 @@ class StreamParser:
                 self._stop_table = _ascii_table(quiet) if quiet else _NO_ASCII
         self._next = self._step_table()
 
-    def _step_table(self) -> dict[str, str]:
+    def _step_table(self) -> dict[str, _Step]:
         """What keeps the held text a strict prefix of a literal marker (see ``_next``; empty when nothing does)."""
         pending = self._pending
         if self._mode == _CONTENT:

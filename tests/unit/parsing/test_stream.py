@@ -373,13 +373,19 @@ def test_literal_closer_lookup_equals_the_partial_regex_search(text: str, litera
 
 def test_prefix_steps_lead_through_every_strict_prefix_to_the_marker() -> None:
     """Following the steps from the empty prefix spells each literal; only whole markers are reached as such."""
-    steps = stream_module._prefix_steps(["<tool_call>", "<think>", "get_weather", "get_time"])
-    for literal in ["<tool_call>", "<think>", "get_weather", "get_time"]:
-        held = ""
-        for char in literal[:-1]:
-            held = steps[held][char]
-            assert held == literal[: len(held)]
-        last = steps[held].get(literal[-1])
-        assert last == (literal if literal in stream_module._COMPLETE else None)
-    assert steps["<t"] == {"o": "<to", "h": "<th"}
-    assert steps["get_"] == {"w": "get_w", "t": "get_t"}
+    literals = ["<tool_call>", "<think>", "get_weather", "get_time"]
+    steps = stream_module._prefix_steps(literals)
+    for literal in literals:
+        following = steps[""]
+        for i, char in enumerate(literal[:-1]):
+            step = following[char]
+            assert (step.text, step.marker) == (literal[: i + 1], False)
+            following = step.next
+            assert steps[step.text] is following
+        last = following.get(literal[-1])
+        if literal in stream_module._COMPLETE:
+            assert last is not None and (last.text, last.marker) == (literal, True)
+        else:
+            assert last is None
+    assert sorted(steps["<t"]) == ["h", "o"]
+    assert sorted(steps["get_"]) == ["t", "w"]
