@@ -198,7 +198,8 @@ def parse_block(
         _check_repair(repair)
         if TOOL_CALL_OPEN in text:
             # With a block in the text, the strict lane answers only by reading hermes blocks in plain text.
-            quick = strict_outcome(text, specs, tool_format == "auto")
+            lookup = specs if type(specs) is dict else dict(specs)
+            quick = strict_outcome(text, lookup, tool_format == "auto")
             if quick is not None:
                 return quick, True
         found = find_only_tool_call_tags(text)

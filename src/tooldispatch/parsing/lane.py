@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
 from typing import Any, Final
 
 from tooldispatch.parsing._markers import PLAIN_ANY, SHORT, contains_any
@@ -65,7 +64,7 @@ _MISSING: Final = object()
 
 
 def strict_outcome(
-    text: str, tools: Mapping[str, Any], bare_json: bool = True, reasoning_open: bool = False
+    text: str, tools: dict[str, Any], bare_json: bool = True, reasoning_open: bool = False
 ) -> ParseOutcome | None:
     """The outcome of ``parse_tool_calls(text, tools)`` for a common well-formed shape, else ``None``.
 
@@ -110,7 +109,7 @@ def strict_outcome(
 
 
 def _one_block(
-    text: str, begin: int, tools: Mapping[str, Any], start: int = 0, reasoning: str = ""
+    text: str, begin: int, tools: dict[str, Any], start: int = 0, reasoning: str = ""
 ) -> ParseOutcome | None:
     """What :func:`_blocks` reads for ``text[start:]`` with one ``<tool_call>`` (at ``begin``), without its generality.
 
@@ -140,7 +139,7 @@ def _one_block(
     )
 
 
-def _after_think(text: str, tools: Mapping[str, Any], reasoning_open: bool) -> ParseOutcome | None:
+def _after_think(text: str, tools: dict[str, Any], reasoning_open: bool) -> ParseOutcome | None:
     """Hermes blocks after one leading ``<think>…</think>`` (or ``…</think>``) block; its calls count alone."""
     short = len(text) < SHORT
     find = text.find if short else functools.partial(find_marker, text)
@@ -182,7 +181,7 @@ Blocks = tuple[tuple[ToolCall, ...], tuple[Candidate, ...], str, Stage]
 
 
 def _blocks(
-    text: str, begin: int, start: int, stop: int, tools: Mapping[str, Any], flags: frozenset[str]
+    text: str, begin: int, start: int, stop: int, tools: dict[str, Any], flags: frozenset[str]
 ) -> Blocks | None:
     """The calls of closed hermes blocks in plain text within ``text[start:stop]``, and the text around them.
 
@@ -239,7 +238,7 @@ def _finish(found: Blocks, reasoning: str, flags: frozenset[str]) -> ParseOutcom
     return ParseOutcome(calls, content, reasoning, candidates, deepest, flags)
 
 
-def _bare_json(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
+def _bare_json(text: str, tools: dict[str, Any]) -> ParseOutcome | None:
     """One bare JSON call object and nothing else, as Llama 3 writes it."""
     first = len(text) - len(text.lstrip(_JSON_WS))
     if text[first : first + 1] != "{":
@@ -266,7 +265,7 @@ def _bare_json(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
     )
 
 
-def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
+def _bare_list(text: str, tools: dict[str, Any]) -> ParseOutcome | None:
     """A bare JSON list of ``{"name", "arguments"}`` objects and nothing else, which the fallback stage reads.
 
     Each call's span is its object plus the separator before it; the first also takes the opening
@@ -310,7 +309,7 @@ def _bare_list(text: str, tools: Mapping[str, Any]) -> ParseOutcome | None:
         start, pos = end, skip_json_space(text, after + 1)
 
 
-def _list_item(obj: Any, tools: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def _list_item(obj: Any, tools: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The name and arguments of one list item written ``{"name": ..., "arguments"|"parameters": {...}}``."""
     if type(obj) is not dict or len(obj) != 2:
         return None
@@ -329,7 +328,7 @@ def _list_item(obj: Any, tools: Mapping[str, Any]) -> tuple[str, dict[str, Any]]
         return None
 
 
-def _read_object(payload: str, tools: Mapping[str, Any], hermes: bool) -> tuple[str, dict[str, Any], bool] | None:
+def _read_object(payload: str, tools: dict[str, Any], hermes: bool) -> tuple[str, dict[str, Any], bool] | None:
     """The name, arguments and string flag of one strict JSON call object the cascade accepts as written.
 
     ``hermes``: the payload is a ``<tool_call>`` body (else a whole bare Llama 3 output), read as
@@ -342,7 +341,7 @@ def _read_object(payload: str, tools: Mapping[str, Any], hermes: bool) -> tuple[
         obj, end = scan_json(value, 0)  # an object, since the value starts with "{"
     except (ValueError, StopIteration, RecursionError):
         obj, end = None, -1
-    if end != len(value):
+    if end != len(value) or type(obj) is not dict:
         remember_refusal(payload)  # the stages after this one do not scan it again
         return None
     name = obj.get("name")
