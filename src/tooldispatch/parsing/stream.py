@@ -591,10 +591,12 @@ class StreamParser:
             repair=self._repair,
         )
         final = self._outcome.calls
-        reported = [(c.name, c.arguments) for c in self._emitted]
-        if [(c.name, c.arguments) for c in final[: len(reported)]] == reported:
-            for call in final[len(reported) :]:
-                self._emit_call(call)
+        emitted = self._emitted
+        if len(final) > len(emitted):  # calls the early reports lack, when those match the final ones so far
+            reported = [(c.name, c.arguments) for c in emitted]
+            if [(c.name, c.arguments) for c in final[: len(emitted)]] == reported:
+                for call in final[len(emitted) :]:
+                    self._emit_call(call)
         return tuple(self._events)
 
     # -- modes ------------------------------------------------------------------------------------------
