@@ -18,8 +18,8 @@ reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no 
 whose closing marker never came are reported at ``close``, from the whole-text outcome. A ``</think>`` with no
 opener is only recognised when ``reasoning_open=True``. A call segment is parsed without the text around it,
 so a reported call's ``format``, ``stage`` or ``bucket`` may differ from the final outcome's, and markers mixed
-in odd ways (a tag opened inside a fence, harmony channels inside ``<think>``) can make the early reports
-differ from the final calls.
+in odd ways (a tag opened inside a fence, harmony channels inside ``<think>``, a wrapper tag with more than 16
+spaces or tabs around its name) can make the early reports differ from the final calls.
 """
 
 from __future__ import annotations
@@ -102,10 +102,11 @@ StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady
 
 # Every pattern below is searched without the regex package's timeout: each alternative matches a bounded
 # number of characters, so a search is linear in the text (and reading the clock would double its cost).
-_MAX_HEADER: Final = 512
 
 # What may start a call (or reasoning, or a harmony header) in content. Each alternative is short and
-# bounded, so a partial match at the end of the text is held back only briefly.
+# bounded, so a partial match at the end of the text is held back only briefly, and re-searching the held
+# text as it grows stays linear overall (the cascade's tag pattern allows any run of spaces; here a run is
+# at most 16 long).
 _STATIC_TRIGGERS: Final = r"""
     (?P<think><think>|\[THINK\])
   | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
@@ -115,7 +116,7 @@ _STATIC_TRIGGERS: Final = r"""
   | (?P<deepseek><[｜|]tool[▁_ ]calls[▁_ ]begin[｜|]>)
   | (?P<qwen_fn><function=)
   | (?P<invoke><invoke[\s>])
-  | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]*[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]*\|?>)
+  | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]{0,16}[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]{0,16}\|?>)
   | (?P<fence>```)
   | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
   | (?P<brace>\{)

@@ -210,6 +210,37 @@ def test_large_and_deep_inputs_stream_without_error() -> None:
     assert parser.outcome == parse_tool_calls(deep, TOOLS)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<|channel|>" + "a" * 300 + "<|constrain|>" * 40 + "x" * 100_000,
+        "<|start|>" + "b" * 70 + "<|start|>" * 20_000,
+        "<" + " \t" * 50_000 + "tool_call",
+        "[" + " " * 9 + "x" * 80 + "(" * 10_000,
+        ("get_weather " * 20_000) + "get_weather" + " " * 5 + ":" + " " * 5,
+        "<" + "a" * 31 + "|" + "<a" * 30_000,
+    ],
+    ids=["harmony", "starts", "tag_spaces", "list_word", "names", "tags"],
+)
+def test_trigger_search_stays_linear_on_adversarial_text(text: str) -> None:
+    """Texts built against each trigger alternative stream and close cleanly, and what is held back stays short.
+
+    The held text is searched again at each delta, so a held prefix that could grow without bound (as "<"
+    followed by spaces once did) would make one-character streaming quadratic.
+    """
+    for sizes in ([len(text)], [4096]):
+        parser, _ = stream(text, sizes)
+        assert parser.outcome == parse_tool_calls(text, TOOLS)
+    parser = StreamParser(TOOLS)
+    longest = 0
+    for char in text:
+        parser.feed(char)
+        longest = max(longest, len(parser._pending))
+    parser.close()
+    assert longest <= 400  # the longest trigger alternative (a harmony header) is about 350 characters
+    assert parser.outcome == parse_tool_calls(text, TOOLS)
+
+
 _PIECES = [
     "<tool_call>",
     "</tool_call>",
