@@ -355,8 +355,8 @@ class StreamParser:
             if stop == 2:  # a declared name's first letter starts nothing inside a word
                 held = self._held
                 stop = 0 if _wordish(self._hold[held - 1] if held else self._last) else 1
-            elif stop == 4:  # a quote, a backslash or an opening bracket of a balanced segment
-                self._track(delta)
+            elif stop == 4:  # a quote, a backslash or an opening bracket of a balanced segment: track it, gather it
+                self._track(delta, self._seg_len + self._held)
                 stop = 0
             if stop != 1:
                 # One character that changes nothing: gather it instead of one event (or one scan) per character
@@ -471,8 +471,8 @@ class StreamParser:
                 self._stop_table = _BALANCED_TABLE
             elif quiet is _CLOSER_LAST:
                 self._stop_table = _CLOSER_TABLE
-            else:
-                self._stop_table = _ascii_table(quiet) if quiet else _NO_ASCII
+            else:  # ``_NOTHING``: an open-ended segment gathers everything
+                self._stop_table = _NO_ASCII
         self._next = self._step_table()
 
     def _step_table(self) -> dict[str, _Step]:
@@ -506,26 +506,23 @@ class StreamParser:
         self._held = 0
         self._chunks.append(text)
         if self._mode == _SEGMENT:
+            self._seg.append(text)
             if self._seg_kind in _BALANCED:
-                self._seg.append(text)  # tracked as it was gathered (see :meth:`_track`)
-                self._seg_len += len(text)
-            else:
-                self._seg.append(text)
-                if self._seg_kind != "open_ended":
-                    self._seg_tail = (self._seg_tail + text)[-_TAIL:]
+                self._seg_len += len(text)  # its brackets and strings were tracked as it was gathered
+            elif self._seg_kind != "open_ended":
+                self._seg_tail = (self._seg_tail + text)[-_TAIL:]
             return _NO_EVENTS
         if self._mode == _REASONING:
             return (ReasoningText(text),)
         self._last = text[-1]
         return (ContentText(text),)
 
-    def _track(self, char: str) -> None:
-        """Track one quote, backslash or opening bracket as it is gathered into a balanced segment.
+    def _track(self, char: str, pos: int) -> bool:
+        """Track one bracket, quote or backslash at ``pos`` in a balanced segment; ``True`` when it balances it.
 
-        The same string and bracket state as :meth:`_scan_balanced`; its position in the segment counts what
-        was gathered before it.
+        The string and bracket state of the segment: a closing bracket outside a string ends the segment when it
+        closes the first one; a backslash in a string escapes the character after it.
         """
-        pos = self._seg_len + self._held
         if self._quote:
             if char == "\\":
                 if pos != self._escaped_at:
@@ -534,13 +531,18 @@ class StreamParser:
                 self._quote = ""
         elif char == '"' or char == "'":
             self._quote = char
+        elif char in _CLOSING:
+            self._depth -= 1
+            return self._depth <= 0
         elif char != "\\":
             self._depth += 1
+        return False
 
     def _extend_balanced(self, char: str) -> bool:
         """Take one closing bracket of a balanced segment; ``False`` when it balances the segment.
 
-        What :meth:`_scan_balanced` does with it, without scanning: inside a string it changes nothing.
+        What :meth:`_track` does with it, except that a bracket that would balance the segment is left to
+        :meth:`_scan_balanced`, which finishes the segment.
         """
         if self._held:
             self._flush()
@@ -777,36 +779,13 @@ class StreamParser:
     def _scan_balanced(self, text: str) -> str | None:
         """Track brackets and strings over new text; at balance, finish the segment and return the rest."""
         base = self._seg_len
-        quote = self._quote
-        depth = self._depth
-        escaped_at = self._escaped_at
         for i in range(len(text)):
             c = text[i]
-            if c not in _BRACKET_CHARS:
-                continue
-            if quote:
-                if c == "\\":
-                    if base + i != escaped_at:
-                        escaped_at = base + i + 1
-                elif c == quote and base + i != escaped_at:
-                    quote = ""
-            elif c == '"' or c == "'":
-                quote = c
-            elif c in _CLOSING:
-                depth -= 1
-                if depth <= 0:
-                    self._depth = depth
-                    self._quote = quote
-                    self._escaped_at = escaped_at
-                    cut = i + 1
-                    self._seg.append(text[:cut])
-                    self._finish_segment("".join(self._seg), None)
-                    return text[cut:]
-            elif c != "\\":
-                depth += 1
-        self._quote = quote
-        self._depth = depth
-        self._escaped_at = escaped_at
+            if c in _BRACKET_CHARS and self._track(c, base + i):
+                cut = i + 1
+                self._seg.append(text[:cut])
+                self._finish_segment("".join(self._seg), None)
+                return text[cut:]
         self._seg.append(text)
         self._seg_len = base + len(text)
         return None
