@@ -443,15 +443,19 @@ class StreamParser:
         """Act on a literal marker completed in the quick path, as :meth:`_content` and :meth:`_reasoning` do."""
         if self._mode == _REASONING:
             self._mode = _CONTENT
-            self._set_quiet(self._content_stops)
-            return (*released, ReasoningEnded(time.monotonic()))
+            events = (*released, ReasoningEnded(time.monotonic()))
+        else:
+            self._open_marker(marker)
+            events = released
+        self._set_quiet(self._gather_stops())
+        return events
+
+    def _open_marker(self, marker: str) -> None:
+        """Enter the reasoning at ``<think>``, or hold the segment a ``<tool_call>`` opens."""
         if marker == "<think>":
             self._enter_reasoning(_REASONING_CLOSERS[marker])
-            self._set_quiet(_REASONING_STOPS)
         else:
             self._open_segment("tag", marker, "")
-            self._set_quiet(_CLOSER_LAST)
-        return released
 
     def _set_quiet(self, quiet: frozenset[str] | None) -> None:
         """Set the characters that end the gathering, and what :meth:`feed` checks first."""
@@ -610,11 +614,9 @@ class StreamParser:
                 if literal.startswith(text):
                     if len(text) < len(literal):
                         self._pending = text
-                        return ""
-                    if literal == "<think>":
-                        self._enter_reasoning(_REASONING_CLOSERS[literal])
-                        return ""
-                    return self._open_segment("tag", text, "")
+                    else:
+                        self._open_marker(literal)
+                    return ""
         # What the trigger search finds for the most common starts, without running it.
         if len(text) == 2 and text[0] == "<" and text[1] not in _AFTER_LT and text[1] not in self._content_stops:
             self._say(text)  # "</", "<=", "<3" start nothing, and neither does their second character alone
