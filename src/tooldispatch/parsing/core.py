@@ -16,14 +16,16 @@ from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
 from tooldispatch.parsing.formats import find_strict
 from tooldispatch.parsing.formats._common import (
+    FIX_ARGUMENTS_STRING,
     FIX_FENCE,
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
+    TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     is_schema_echo,
     unclosed_brackets,
 )
-from tooldispatch.parsing.formats.hermes import find_only_tool_call_tags, tool_call_blocks
+from tooldispatch.parsing.formats.hermes import Known, find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
 from tooldispatch.parsing.lane import strict_outcome
 from tooldispatch.parsing.lenient import REFUSED, LenientJSONError, loads_lenient
@@ -55,6 +57,9 @@ _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
 _REASONING_OR_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")
+# A call's arguments written as a JSON string: its tolerance, and its repair record.
+_STRING_FIX: Final = (FIX_ARGUMENTS_STRING,)
+_AS_STRING: Final = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
 
 
 def parse_tool_calls(
@@ -94,6 +99,20 @@ def parse_tool_calls(
         ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
         TypeError: ``text`` is not a str (or ``None``).
     """
+    return _parse(text, tools, native_calls, finish_reason, tool_format, reasoning_open, repair, None)
+
+
+def _parse(
+    text: object,
+    tools: ToolsInput,
+    native_calls: Sequence[Any] | None,
+    finish_reason: str | None,
+    tool_format: str,
+    reasoning_open: bool,
+    repair: RepairSpec,
+    known: Known | None,
+) -> ParseOutcome:
+    """:func:`parse_tool_calls`; ``known``: ``<tool_call>`` blocks already read (see ``hermes.Known``)."""
     REFUSED[0] = ""  # each parse starts without the refusals of another (a store: this runs per parse)
     if type(repair) is not str or repair not in _LEVELS:
         _check_repair(repair)
@@ -121,14 +140,14 @@ def parse_tool_calls(
         content_view = split.view("content")
 
         natives = read_native_calls(native_calls or ())
-        outside = _find(content_view, specs, tool_format, markers)
+        outside = _find(content_view, specs, tool_format, markers, known)
         removed = [raw.span for raw in outside]
         if natives:
             # A server that extracted calls may also leave them in the text: count each once.
             native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
             outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
         if not natives and not outside and split.has_reasoning:
-            inside = _find(split.view("reasoning"), specs, tool_format, markers)
+            inside = _find(split.view("reasoning"), specs, tool_format, markers, known)
         content = _content(text, split.spans("content"), removed)
         reasoning = split.reasoning
 
@@ -267,6 +286,70 @@ def assemble_blocks(
     return _built(calls, content, "", candidates)
 
 
+def parse_from_blocks(
+    text: str,
+    specs: Mapping[str, ToolSpec],
+    blocks: Mapping[str, ParseOutcome],
+    *,
+    tool_format: str,
+    reasoning_open: bool,
+    finish_reason: str | None,
+    repair: RepairSpec,
+) -> ParseOutcome:
+    """``parse_tool_calls(text, specs, ...)`` for a text some of whose ``<tool_call>`` blocks were read alone.
+
+    Args:
+        text: the whole output.
+        specs: the declared tools.
+        blocks: a block's text → its outcome from :func:`parse_block` with the same tools and options (only
+            outcomes whose flag was true).
+        tool_format: as for ``parse_tool_calls``.
+        reasoning_open: as for ``parse_tool_calls``.
+        finish_reason: as for ``parse_tool_calls``.
+        repair: as for ``parse_tool_calls``.
+
+    Returns:
+        The outcome of ``parse_tool_calls``: built from the blocks' outcomes when the text is only such blocks
+        in plain text (:func:`assemble_blocks`), else parsed with every block whose calls were accepted as
+        written (:func:`_as_read`) taken as read instead of decoded again.
+    """
+    assembled = assemble_blocks(
+        text, blocks, tool_format=tool_format, reasoning_open=reasoning_open, finish_reason=finish_reason
+    )
+    if assembled is not None:
+        return assembled
+    known: dict[str, list[RawCall]] = {}
+    for block, part in blocks.items():
+        calls = _as_read(block, part)
+        if calls is not None:
+            known[block] = calls
+    return _parse(text, specs, None, finish_reason, tool_format, reasoning_open, repair, known or None)
+
+
+def _as_read(block: str, part: ParseOutcome) -> list[RawCall] | None:
+    """The calls ``hermes.read_block`` reads in ``block``, a closed ``<tool_call>`` block at offset 0, from its outcome.
+
+    Only an outcome whose every call was accepted as written (or with its arguments written as a JSON string,
+    the one tolerance the strict lane takes) tells them: its calls are the ones read, unchanged. ``None``
+    otherwise.
+    """
+    if not part.candidates or not block.startswith(TOOL_CALL_OPEN) or not block.endswith(TOOL_CALL_CLOSE):
+        return None
+    body = block[len(TOOL_CALL_OPEN) : len(block) - len(TOOL_CALL_CLOSE)]
+    span = (0, len(block))
+    calls: list[RawCall] = []
+    for c in part.candidates:
+        if c.format != "hermes" or c.span != span or c.error is not None or c.flags or c.name is None:
+            return None
+        if c.bucket == "ok_strict" and not c.repairs:
+            calls.append(RawCall(span, block, "hermes", "strict", c.name, c.arguments, body))
+        elif c.bucket == "ok_fallback" and c.repairs == _AS_STRING:
+            calls.append(RawCall(span, block, "hermes", "fallback", c.name, c.arguments, body, lenient=_STRING_FIX))
+        else:
+            return None
+    return calls
+
+
 def _find_common(
     text: str, tool_format: str, reasoning_open: bool
 ) -> tuple[list[RawCall], list[RawCall], str, str] | None:
@@ -336,7 +419,9 @@ def _check_repair(repair: RepairSpec) -> None:
             raise ConfigError(f"unknown repair level {level!r}; use 'bounded', 'lossless' or 'none'")
 
 
-def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str]) -> list[RawCall]:
+def _find(
+    view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str], known: Known | None = None
+) -> list[RawCall]:
     """Strict finders, then the fallback on what they left, in text order.
 
     As in the strict stage, an unreadable call cut off at the end (``[f(`` never closed) yields to a
@@ -344,7 +429,7 @@ def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: f
     """
     if view.isspace() or not view:
         return []
-    strict = find_strict(view, tool_format, for_view(markers, view))
+    strict = find_strict(view, tool_format, for_view(markers, view), known)
     try:
         fallback = find_fallback(view, specs, exclude=[raw.span for raw in strict])
         for broken in [raw for raw in strict if raw.truncated and raw.decode_error is not None]:

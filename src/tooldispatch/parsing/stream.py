@@ -11,7 +11,8 @@ and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse
 :meth:`StreamParser.close`, :attr:`StreamParser.outcome` equals ``parse_tool_calls(whole_text, ...)`` with
 the same options: when the output is closed ``<tool_call>`` blocks in plain text and each was parsed as its
 segment closed, it is built from those results (:func:`~tooldispatch.parsing.core.assemble_blocks`);
-otherwise the whole text is parsed once.
+otherwise the whole text is parsed once, and the blocks whose calls were accepted as written are taken as
+read instead of decoded again (:func:`~tooldispatch.parsing.core.parse_from_blocks`).
 
 Known limits of the early reports (the final outcome is always exact): a call found only inside the
 reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no closing marker) and a call
@@ -32,7 +33,7 @@ from typing import Final
 
 import regex
 
-from tooldispatch.parsing.core import assemble_blocks, parse_block, parse_tool_calls
+from tooldispatch.parsing.core import parse_block, parse_from_blocks, parse_tool_calls
 from tooldispatch.parsing.fallback import is_wrapper_name
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE
 from tooldispatch.toolspec import ToolsInput, normalize_tools
@@ -583,18 +584,13 @@ class StreamParser:
         self._mode = _CLOSED
         self._next = _NO_STEPS
         whole = "".join(self._chunks)
-        self._outcome = assemble_blocks(
+        self._outcome = parse_from_blocks(
             whole,
+            self._specs,
             self._parts,
             tool_format=self._tool_format,
             reasoning_open=self._reasoning_open,
             finish_reason=finish_reason,
-        ) or parse_tool_calls(
-            whole,
-            self._specs,
-            finish_reason=finish_reason,
-            tool_format=self._tool_format,
-            reasoning_open=self._reasoning_open,
             repair=self._repair,
         )
         final = self._outcome.calls

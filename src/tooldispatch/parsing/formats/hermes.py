@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from tooldispatch.parsing._markers import SHORT, contains_any
@@ -28,13 +29,17 @@ from tooldispatch.parsing.lenient import NOT_JSON, strict_value
 FORMAT: Final = "hermes"
 MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
 
+Known = Mapping[str, Sequence[RawCall]]
+"""Closed blocks already read: a block's text (``<tool_call>`` to ``</tool_call>``) → the calls
+:func:`read_block` reads in it when it stands at offset 0."""
 
-def find(text: str) -> list[RawCall]:
-    """Find every ``<tool_call>`` block holding JSON; each block is decoded on its own."""
+
+def find(text: str, known: Known | None = None) -> list[RawCall]:
+    """Find every ``<tool_call>`` block holding JSON; each block is decoded on its own (or taken from ``known``)."""
     out: list[RawCall] = []
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
         if tool_call_body_kind(text, block.body_start, block.body_end) == FORMAT:
-            out.extend(read_block(text, block))
+            out.extend(read_block(text, block) if known is None else _read_known(text, block, known))
     return out
 
 
@@ -49,14 +54,33 @@ def read_block(text: str, block: Block) -> list[RawCall]:
     return [c for c in calls if not is_placeholder(c.name)]
 
 
-def find_tool_call_tags(text: str) -> list[RawCall]:
-    """Read every ``<tool_call>`` block once, each by the format that owns its body (hermes or GLM)."""
+def _read_known(text: str, block: Block, known: Known) -> list[RawCall]:
+    """:func:`read_block`, with the calls of a closed block whose text is in ``known`` moved to its offset."""
+    if block.closed and not block.at_end:
+        calls = known.get(text[block.start : block.end])
+        if calls is not None:
+            start = block.start
+            return [
+                RawCall(
+                    (start + c.span[0], start + c.span[1]), c.raw, c.format, c.stage, c.name, c.arguments,
+                    c.arguments_text, c.decode_error, c.truncated, c.lenient, c.flags,
+                )
+                for c in calls
+            ]  # fmt: skip
+    return read_block(text, block)
+
+
+def find_tool_call_tags(text: str, known: Known | None = None) -> list[RawCall]:
+    """Read every ``<tool_call>`` block once, each by the format that owns its body (hermes or GLM).
+
+    ``known``: blocks already read (see :data:`Known`), taken as they are instead of decoded again.
+    """
     out: list[RawCall] = []
     glm_finders: glm.Finders | None = None
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
         kind = tool_call_body_kind(text, block.body_start, block.body_end)
         if kind == FORMAT:
-            out.extend(read_block(text, block))
+            out.extend(read_block(text, block) if known is None else _read_known(text, block, known))
         elif kind == glm.FORMAT:
             glm_finders = glm_finders or glm.Finders.over(text)
             call = glm.read_block(text, block, glm_finders)
