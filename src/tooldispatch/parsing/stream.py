@@ -181,11 +181,8 @@ def _ascii_table(stops: frozenset[str], names: frozenset[str] = _NOTHING) -> byt
 _EVERY_ASCII: Final = bytes([1]) * 128
 _NO_ASCII: Final = bytes(128)
 _REASONING_TABLE: Final = _ascii_table(_REASONING_STOPS_NL)
-# A balanced segment's table: 1 for a closing bracket (it may end the segment), 4 for a quote, a backslash or an
-# opening bracket (tracked as it is gathered), 0 for the rest.
-_BALANCED_TABLE: Final = bytes(
-    (1 if char in _CLOSING else 4) if char in _BRACKET_CHARS else 0 for char in map(chr, range(128))
-)
+# A balanced segment's table: 4 for a bracket, a quote or a backslash (tracked as it is gathered), 0 for the rest.
+_BALANCED_TABLE: Final = bytes(4 if char in _BRACKET_CHARS else 0 for char in map(chr, range(128)))
 _CLOSER_TABLE: Final = _ascii_table(_CLOSER_LAST)
 # Held texts the trigger search would only call "a partial match at the start": an unfinished tag name, an
 # unfinished word after "[" (a pythonic list, [TOOL_CALLS], [THINK]). No alternative completes inside them.
@@ -356,8 +353,9 @@ class StreamParser:
             if stop == 2:  # a declared name's first letter starts nothing inside a word
                 held = self._held
                 stop = 0 if _wordish(self._hold[held - 1] if held else self._last) else 1
-            elif stop == 4:  # a quote, a backslash or an opening bracket of a balanced segment: track it, gather it
-                self._track(delta, self._seg_len + self._held)
+            elif stop == 4:  # a bracket, a quote or a backslash of a balanced segment: track it, gather it
+                if self._track(delta, self._seg_len + self._held):
+                    return self._end_balanced(delta)
                 stop = 0
             if stop != 1:
                 # One character that changes nothing: gather it instead of one event (or one scan) per character
@@ -389,23 +387,26 @@ class StreamParser:
     def _feed(self, delta: str) -> tuple[StreamEvent, ...]:
         """:meth:`feed` for every delta its two quick checks do not settle."""
         quiet = self._quiet
-        if quiet is not None and len(delta) == 1:
-            if delta not in quiet or (
-                quiet is self._content_stops
-                and delta not in _STATIC_STARTS
-                and _wordish(self._hold[self._held - 1] if self._held else self._last)
-            ):
-                # One character that changes nothing: gather it instead of one event (or one scan) per character.
-                held = self._held
-                self._hold[held] = delta
-                held += 1
-                self._held = held
-                if held < _HOLD and delta != "\n":
-                    return _NO_EVENTS
-                return self._flush()
-            if quiet is _BRACKET_CHARS and delta in _CLOSING and self._extend_balanced(delta):
-                self._chunks.append(delta)
+        if (
+            quiet is not None
+            and len(delta) == 1
+            and (
+                delta not in quiet
+                or (
+                    quiet is self._content_stops
+                    and delta not in _STATIC_STARTS
+                    and _wordish(self._hold[self._held - 1] if self._held else self._last)
+                )
+            )
+        ):
+            # One character that changes nothing: gather it instead of one event (or one scan) per character.
+            held = self._held
+            self._hold[held] = delta
+            held += 1
+            self._held = held
+            if held < _HOLD and delta != "\n":
                 return _NO_EVENTS
+            return self._flush()
         if self._mode == _CLOSED:
             raise RuntimeError("StreamParser.feed() after close(); start a new StreamParser for a new output")
         if not delta:
@@ -543,21 +544,16 @@ class StreamParser:
             self._depth += 1
         return False
 
-    def _extend_balanced(self, char: str) -> bool:
-        """Take one closing bracket of a balanced segment; ``False`` when it balances the segment.
-
-        What :meth:`_track` does with it, except that a bracket that would balance the segment is left to
-        :meth:`_scan_balanced`, which finishes the segment.
-        """
-        if self._held:
-            self._flush()
-        if not self._quote:
-            if self._depth <= 1:
-                return False
-            self._depth -= 1
-        self._seg_len += 1
-        self._seg.append(char)
-        return True
+    def _end_balanced(self, char: str) -> tuple[StreamEvent, ...]:
+        """Finish a balanced segment at ``char``, the one-character delta that balances it (tracked by :meth:`feed`)."""
+        held = self._held
+        self._hold[held] = char
+        self._held = held + 1
+        self._flush()
+        self._events = []
+        self._finish_segment("".join(self._seg), None)
+        self._set_quiet(self._gather_stops())
+        return tuple(self._events)
 
     def close(self, finish_reason: str | None = None) -> tuple[StreamEvent, ...]:
         """End the stream: report what was held back, and compute :attr:`outcome`.
