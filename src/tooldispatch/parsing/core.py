@@ -28,7 +28,7 @@ from tooldispatch.parsing.formats._common import (
 from tooldispatch.parsing.formats.hermes import Known, find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
 from tooldispatch.parsing.lane import strict_outcome
-from tooldispatch.parsing.lenient import REFUSED, LenientJSONError, loads_lenient
+from tooldispatch.parsing.lenient import LenientJSONError, forget_strict, loads_lenient
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
@@ -113,7 +113,7 @@ def _parse(
     known: Known | None,
 ) -> ParseOutcome:
     """:func:`parse_tool_calls`; ``known``: ``<tool_call>`` blocks already read (see ``hermes.Known``)."""
-    REFUSED[0] = ""  # each parse starts without the refusals of another (a store: this runs per parse)
+    forget_strict()  # each parse starts without the strict results of another (a store: this runs per parse)
     if type(repair) is not str or repair not in _LEVELS:
         _check_repair(repair)
     if not native_calls and tool_format in _TAG_ONLY_FORMATS and type(text) is str:
@@ -212,7 +212,7 @@ def parse_block(
     :func:`~tooldispatch.parsing.formats.hermes.find_only_tool_call_tags` reads); :func:`assemble_blocks`
     accepts such outcomes as parts of a longer text.
     """
-    REFUSED[0] = ""  # each parse starts without the refusals of another (a store: this runs per parse)
+    forget_strict()  # each parse starts without the strict results of another (a store: this runs per parse)
     if tool_format in _TAG_ONLY_FORMATS and not contains(text, "think>"):
         _check_repair(repair)
         if TOOL_CALL_OPEN in text:

@@ -15,7 +15,6 @@ module tells apart, on the labelled corpus, and on random mixes of tags, calls a
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any, Final
 
@@ -28,7 +27,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_OPEN,
     is_placeholder,
 )
-from tooldispatch.parsing.lenient import remember_refusal, scan_json, skip_json_space
+from tooldispatch.parsing.lenient import remember_refusal, remember_value, scan_json, skip_json_space
 from tooldispatch.repair.validate import Check, fast_check
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
@@ -142,11 +141,10 @@ def _one_block(
 def _after_think(text: str, tools: dict[str, Any], reasoning_open: bool) -> ParseOutcome | None:
     """Hermes blocks after one leading ``<think>…</think>`` (or ``…</think>``) block; its calls count alone."""
     short = len(text) < SHORT
-    find = text.find if short else functools.partial(find_marker, text)
-    close = find(_THINK_CLOSE)
+    close = find_marker(text, _THINK_CLOSE)
     if close < 0:
         return None
-    opener = find(_THINK_OPEN, 0, close)
+    opener = find_marker(text, _THINK_OPEN, 0, close)
     if opener >= 0 and text[:opener].strip():
         return None
     body = 0 if opener < 0 else opener + len(_THINK_OPEN)
@@ -160,7 +158,7 @@ def _after_think(text: str, tools: dict[str, Any], reasoning_open: bool) -> Pars
     reasoning = text[body:close].strip()
     if reasoning_open and not reasoning:
         return None  # a prompt-opened block closed at once leaves no reasoning segment: the cascade decides
-    begin = find(TOOL_CALL_OPEN, start)
+    begin = find_marker(text, TOOL_CALL_OPEN, start)
     if short and begin >= 0 and text.find(TOOL_CALL_OPEN, begin + _OPEN_LEN) < 0:
         return _one_block(text, begin, tools, start, reasoning)
     outside = _blocks(text, begin, start, len(text), tools, _NO_FLAGS)
@@ -170,7 +168,7 @@ def _after_think(text: str, tools: dict[str, Any], reasoning_open: bool) -> Pars
         return ParseOutcome(outside[0], outside[2], reasoning, outside[1], outside[3], _NO_FLAGS)
     if not reasoning:
         return _finish(outside, reasoning, _NO_FLAGS)
-    inside = _blocks(text, find(TOOL_CALL_OPEN, body, close), body, close, tools, _IN_REASONING)
+    inside = _blocks(text, find_marker(text, TOOL_CALL_OPEN, body, close), body, close, tools, _IN_REASONING)
     if inside is None:
         return None
     return _finish((inside[0], inside[1], outside[2], inside[3]), reasoning, _IN_REASONING)
@@ -192,7 +190,6 @@ def _blocks(
         if around and not around.isspace() and _anchor(around):
             return None
         return (), (), around.strip(), "strict"
-    find = text.find if stop - start < SHORT else functools.partial(find_marker, text)
     calls: list[ToolCall] = []
     candidates: list[Candidate] = []
     deepest: Stage = "strict"
@@ -205,8 +202,8 @@ def _blocks(
                 return None
             gaps.append(gap)
         body = begin + _OPEN_LEN
-        close = find(TOOL_CALL_CLOSE, body, stop)
-        if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
+        close = find_marker(text, TOOL_CALL_CLOSE, body, stop)
+        if close < 0 or find_marker(text, TOOL_CALL_OPEN, body, close) >= 0:
             return None
         call = _read_object(text[body:close], tools, True)
         if call is None:
@@ -222,7 +219,7 @@ def _blocks(
             Candidate(text[begin:pos], (begin, pos), HERMES, stage, bucket, name, arguments, repairs, None, flags)
         )
         calls.append(ToolCall(name, arguments, bucket, stage, flags, repairs, ident, HERMES))
-        begin = find(TOOL_CALL_OPEN, pos, stop)
+        begin = find_marker(text, TOOL_CALL_OPEN, pos, stop)
     if pos < stop:
         tail = text[pos:stop]
         if not tail.isspace() and _anchor(tail):
@@ -344,6 +341,16 @@ def _read_object(payload: str, tools: dict[str, Any], hermes: bool) -> tuple[str
     if end != len(value) or type(obj) is not dict:
         remember_refusal(payload)  # the stages after this one do not scan it again
         return None
+    call = _call_of(obj, payload, tools, hermes)
+    if call is None:
+        remember_value(payload, obj)  # the cascade reads the call: it does not decode the payload again
+    return call
+
+
+def _call_of(
+    obj: dict[str, Any], payload: str, tools: dict[str, Any], hermes: bool
+) -> tuple[str, dict[str, Any], bool] | None:
+    """What :func:`_read_object` returns for ``payload``, decoded to ``obj``."""
     name = obj.get("name")
     arguments = obj.get("arguments", _MISSING)
     if len(obj) != 2 or arguments is _MISSING:

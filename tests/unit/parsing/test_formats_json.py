@@ -248,3 +248,13 @@ def test_decode_json_after_a_failed_strict_decode_is_the_same_result() -> None:
     assert decode_json("{'city': 'Paris',}", strict_failed=True) == Decoded(
         {"city": "Paris"}, fixes=("single_quotes", "trailing_comma")
     )
+
+
+def test_every_placeholder_mark_holds_what_the_quick_check_looks_for() -> None:
+    """is_placeholder scans for "<" or "{..." before its pattern: each mark, alone and in a body, is still found."""
+    from tooldispatch.parsing.formats import _common
+
+    for mark in _common._PLACEHOLDER_MARKS:
+        assert "<" in mark or "{..." in mark
+        assert _common.is_placeholder(None, f'{{"name": "x", "arguments": {mark}}}')
+    assert not _common.is_placeholder(None, '{"name": "x", "arguments": {"a": "{.."}}')

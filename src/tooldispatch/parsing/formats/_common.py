@@ -209,7 +209,12 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
         written = name.strip()
         if written.lower() in PLACEHOLDER_NAMES or written.startswith(("<", "{")):
             return True
-    return len(body) <= _PLACEHOLDER_MAX and _PLACEHOLDER_MARK.search(body) is not None
+    # Every mark holds "<" or "{...": two plain scans settle most bodies before the pattern's search.
+    return (
+        len(body) <= _PLACEHOLDER_MAX
+        and ("<" in body or "{..." in body)
+        and _PLACEHOLDER_MARK.search(body) is not None
+    )
 
 
 _SCHEMA_KEYS: Final = frozenset(

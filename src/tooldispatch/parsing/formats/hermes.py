@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from tooldispatch.parsing._markers import SHORT, contains_any
+from tooldispatch.parsing._markers import contains_any
 from tooldispatch.parsing._markers import find as find_marker
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import glm
@@ -141,23 +140,22 @@ def tool_call_blocks(
     outside: list[str] = []
     pos = start
     open_len, close_len = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
-    find = text.find if len(text) < SHORT else functools.partial(find_marker, text)
     while True:
-        begin = find(TOOL_CALL_OPEN, pos, stop)
+        begin = find_marker(text, TOOL_CALL_OPEN, pos, stop)
         if begin < 0:
             break
         gap = text[pos:begin]
-        if _ANCHORS.search(gap):
+        if gap and not gap.isspace() and _ANCHORS.search(gap):
             return None
         outside.append(gap)
         body = begin + open_len
-        close = find(TOOL_CALL_CLOSE, body, stop)
-        if close < 0 or find(TOOL_CALL_OPEN, body, close) >= 0:
+        close = find_marker(text, TOOL_CALL_CLOSE, body, stop)
+        if close < 0 or find_marker(text, TOOL_CALL_OPEN, body, close) >= 0:
             return None
         blocks.append((begin, body, close, close + close_len))
         pos = close + close_len
     tail = text[pos:stop]
-    if _ANCHORS.search(tail):
+    if tail and not tail.isspace() and _ANCHORS.search(tail):
         return None
     outside.append(tail)
     return blocks, "".join(outside).strip()
