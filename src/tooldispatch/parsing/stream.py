@@ -170,7 +170,8 @@ def _ascii_table(stops: frozenset[str], names: frozenset[str] = _NOTHING) -> byt
     """What :meth:`StreamParser.feed` does with each ASCII character, by code point.
 
     0: gather it; 1: a stop (``stops``); 2: the first letter of a declared name (``names``), a stop unless it
-    continues a word; 3: a newline among the stops, gathered and then given out with what was gathered.
+    continues a word; 3: a newline among the stops, gathered and then given out with what was gathered. (4 is
+    the balanced segments' bracket, and 5 every character of a word that may begin a declared name.)
     """
     return bytes(
         (3 if char == "\n" else 1 if char in _STATIC_STARTS or char not in names else 2) if char in stops else 0
@@ -179,6 +180,7 @@ def _ascii_table(stops: frozenset[str], names: frozenset[str] = _NOTHING) -> byt
 
 
 _EVERY_ASCII: Final = bytes([1]) * 128
+_WORD_TABLE: Final = bytes([5]) * 128  # a word that may begin a declared name: each character is looked at
 _NO_ASCII: Final = bytes(128)
 _REASONING_TABLE: Final = _ascii_table(_REASONING_STOPS_NL)
 # A balanced segment's table: 4 for a bracket, a quote or a backslash (tracked as it is gathered), 0 for the rest.
@@ -193,6 +195,8 @@ _LIST_WORD: Final = regex.compile(r"\[[A-Za-z_][\w.]{0,63}")
 _AFTER_LT: Final = frozenset("|｜ \tABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _WORD_RUN: Final = regex.compile(r"[\w.]+")  # no declared name starts inside it (a name never continues a word)
 _PLAIN_NAME: Final = re.compile(r"[\w.\-]+")  # a declared name the trigger search can hold back letter by letter
+_WORD_ASCII: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")  # ASCII [\w.]
+_AFTER_WORD: Final = frozenset("-<[{`")  # after a word: a name character, or a trigger's start
 
 
 class _Step:
@@ -202,14 +206,20 @@ class _Step:
         text: the prefix.
         marker: the prefix is a whole literal marker (one of ``_COMPLETE``), acted on at once.
         next: each character that keeps it a strict prefix (or makes a whole marker) → that step.
+        ends: the characters that make it a whole declared name (see :func:`_mark_names`).
+        named: a declared name is a prefix of it (itself included).
+        dash: it holds a ``-`` (a name may follow one inside a word).
     """
 
-    __slots__ = ("marker", "next", "text")
+    __slots__ = ("dash", "ends", "marker", "named", "next", "text")
 
     def __init__(self, text: str, marker: bool) -> None:
         self.text = text
         self.marker = marker
         self.next: dict[str, _Step] = {}
+        self.ends: frozenset[str] = _NOTHING
+        self.named = False
+        self.dash = "-" in text
 
 
 def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, _Step]]:
@@ -229,6 +239,23 @@ def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, _Step]]:
         for k in range(0 if lit[0] < "\x80" else 1, last):
             steps[lit[:k]].next[lit[k]] = steps[lit[: k + 1]]
     return {text: step.next for text, step in steps.items() if not step.marker}
+
+
+def _mark_names(root: dict[str, _Step], names: Iterable[str]) -> None:
+    """Note on the steps under ``root`` which characters end a declared name and which hold one as a prefix."""
+    steps: dict[str, _Step] = {}
+    todo = list(root.values())
+    while todo:
+        step = todo.pop()
+        if step.text not in steps:
+            steps[step.text] = step
+            todo.extend(step.next.values())
+    for name in names:
+        before = steps.get(name[:-1])
+        if before is not None:
+            before.ends = before.ends | {name[-1]}
+    for text, step in steps.items():
+        step.named = any(text.startswith(name) for name in names)
 
 
 _COMPLETE: Final = frozenset({*_LITERAL_OPENERS, *_LITERAL_CLOSERS.values()})
@@ -298,6 +325,15 @@ class StreamParser:
         # For a held text that is a strict prefix of ``<tool_call>``, ``<think>`` or a declared name (one the trigger
         # search holds back letter by letter), the characters that keep it one.
         self._opener_steps = _prefix_steps([*_LITERAL_OPENERS, *(n for n in spelled if _PLAIN_NAME.fullmatch(n))])
+        # A word that begins with a declared name's first letter is gathered as it comes while it still begins one
+        # (``_word_at``: where it starts in ``_hold``, -1 for none; ``_word``: its step): most such words turn out
+        # to be prose. Only when every name can be held letter by letter.
+        plain = bool(spelled) and all(_PLAIN_NAME.fullmatch(n) for n in spelled)
+        self._words: dict[str, _Step] | None = self._opener_steps[""] if plain else None
+        if plain:
+            _mark_names(self._opener_steps[""], spelled)
+        self._word_at = -1
+        self._word = _Step("", False)
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._content_stops = _STATIC_STARTS | self._name_starts
         self._content_stops_nl = self._content_stops | _NEWLINE
@@ -352,7 +388,23 @@ class StreamParser:
             stop = self._stop_table[code] if code < 128 else int(delta in self._stops)
             if stop == 2:  # a declared name's first letter starts nothing inside a word
                 held = self._held
-                stop = 0 if _wordish(self._hold[held - 1] if held else self._last) else 1
+                if _wordish(self._hold[held - 1] if held else self._last):
+                    stop = 0
+                else:
+                    first = self._words.get(delta) if self._words is not None else None
+                    if first is None or held >= _HOLD - 1:
+                        stop = 1
+                    else:  # a word that may begin a declared name: gathered while it does
+                        self._hold[held] = delta
+                        self._held = held + 1
+                        self._word_at = held
+                        self._word = first
+                        self._stop_table = _WORD_TABLE
+                        self._stops = _ANYTHING
+                        self._next = _NO_STEPS
+                        return _NO_EVENTS
+            elif stop == 5:
+                return self._word_char(delta)
             elif stop == 4:  # a bracket, a quote or a backslash of a balanced segment: track it, gather it
                 if self._track(delta, self._seg_len + self._held):
                     return self._end_balanced(delta)
@@ -384,8 +436,62 @@ class StreamParser:
                 return released
         return self._feed(delta)
 
+    def _word_char(self, char: str) -> tuple[StreamEvent, ...]:
+        """Take one ASCII character after a word that may begin a declared name (see ``_word_at``).
+
+        While the word still begins a name it is gathered. When it ends, the two common answers of the held-prefix
+        path (:meth:`_content` on the word and this character) are read off the word's step: a word that only
+        began like a name (a word character that makes no name), and a word followed by a character no trigger
+        continues with, no name being a prefix of the word (:meth:`_may_start_call` is false). Both are prose,
+        and the word and this character stay gathered. Otherwise the word is held as that path holds it
+        (:meth:`_hold_word`) and the character goes there.
+        """
+        word = self._word
+        step = word.next.get(char)
+        held = self._held
+        if step is not None:
+            if held < _HOLD - 1:
+                self._hold[held] = char
+                self._held = held + 1
+                self._word = step
+                return _NO_EVENTS
+        elif not word.dash and (
+            (char not in word.ends) if char in _WORD_ASCII else (not word.named and char not in _AFTER_WORD)
+        ):
+            self._word_at = -1
+            self._set_quiet(self._content_stops)
+            self._hold[held] = char  # taken with the word, as that path takes it
+            held += 1
+            self._held = held
+            if held < _HOLD and char != "\n":
+                return _NO_EVENTS
+            return self._flush()
+        released = self._hold_word()
+        events = self.feed(char)
+        return (*released, *events) if released else events
+
+    def _hold_word(self) -> tuple[StreamEvent, ...]:
+        """Hold the gathered word that may begin a declared name as a held prefix; give out the text before it.
+
+        The parser is then as if the word had come through the held-prefix path of :meth:`feed`.
+        """
+        at = self._word_at
+        held = self._held
+        word = "".join(self._hold[at:held])
+        self._word_at = -1
+        self._held = at
+        released = self._flush() if at else _NO_EVENTS
+        self._chunks.append(word)
+        self._pending = word
+        self._set_quiet(None)
+        return released
+
     def _feed(self, delta: str) -> tuple[StreamEvent, ...]:
         """:meth:`feed` for every delta its two quick checks do not settle."""
+        if self._word_at >= 0:
+            released = self._hold_word()
+            events = self._feed(delta)
+            return (*released, *events) if released else events
         quiet = self._quiet
         if (
             quiet is not None
@@ -566,7 +672,9 @@ class StreamParser:
         """
         if self._mode == _CLOSED:
             return _NO_EVENTS
-        self._events = list(self._flush()) if self._held else []
+        self._events = list(self._hold_word()) if self._word_at >= 0 else []
+        if self._held:
+            self._events += self._flush()
         self._set_quiet(None)
         if self._mode == _SEGMENT:
             # Only its content is given out here; its calls come from the whole-text outcome below.
@@ -665,10 +773,14 @@ class StreamParser:
 
     def _may_start_call(self, delta: str) -> bool:
         """Cheap test: could a call marker or a declared name start in ``delta`` (or continue past it)?"""
-        context = self._last + delta
-        if self._maybe_trigger.search(context, len(self._last)) is not None:
+        return self._starts_call(self._last, delta)
+
+    def _starts_call(self, last: str, text: str) -> bool:
+        """:meth:`_may_start_call` for ``text`` after ``last`` (the character given out before it)."""
+        context = last + text
+        if self._maybe_trigger.search(context, len(last)) is not None:
             return True
-        tail = _TRAILING_WORD.search(context, len(self._last))
+        tail = _TRAILING_WORD.search(context, len(last))
         return tail is not None and tail.group() in self._name_prefixes
 
     def _say(self, text: str) -> None:

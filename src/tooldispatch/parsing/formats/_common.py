@@ -211,9 +211,7 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
             return True
     # Every mark holds "<" or "{...": two plain scans settle most bodies before the pattern's search.
     return (
-        len(body) <= _PLACEHOLDER_MAX
-        and ("<" in body or "{..." in body)
-        and _PLACEHOLDER_MARK.search(body) is not None
+        len(body) <= _PLACEHOLDER_MAX and ("<" in body or "{..." in body) and _PLACEHOLDER_MARK.search(body) is not None
     )
 
 
