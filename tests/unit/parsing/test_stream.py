@@ -420,3 +420,58 @@ def test_prefix_steps_lead_through_every_strict_prefix_to_the_marker() -> None:
             assert last is None
     assert sorted(steps["<t"]) == ["h", "o"]
     assert sorted(steps["get_"]) == ["t", "w"]
+
+
+# Names that share letters, are prefixes of one another, hold a dash or a dot, or are one letter long.
+_WORD_TOOLS = [
+    {"name": name, "parameters": {"type": "object", "properties": {}}}
+    for name in ("get", "get_weather", "list_drivers", "list", "my-tool", "a.b", "s", "send_message")
+]
+_WORD_CHARS = "getwaherlisdvmy-o.abn_ sfuc(:{<[`\n9"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=_WORD_CHARS, max_size=80))
+def test_a_word_taken_as_prose_is_what_the_held_prefix_path_decides(text: str) -> None:
+    """Each word the quick path takes as prose when it ends is one the held-prefix path gives out as content.
+
+    The held-prefix path reads the word and the character that ends it with :meth:`StreamParser._content`: a word
+    that only began like a name, or text no trigger can start in, is content.
+    """
+    parser = StreamParser(_WORD_TOOLS)
+    for char in text:
+        at, held = parser._word_at, parser._held
+        word = "".join(parser._hold[at:held]) if at >= 0 else ""
+        last = (parser._hold[at - 1] if at else parser._last) if at >= 0 else ""
+        parser.feed(char)
+        if at < 0 or parser._word_at >= 0 or parser._pending or parser._mode != stream_module._CONTENT:
+            continue  # no word was pending, it goes on, or it was held: nothing was decided here
+        ended = word + char
+        prose = (
+            ended not in parser._name_prefixes and stream_module._WORD_RUN.fullmatch(ended) is not None
+        ) or not parser._starts_call(last, ended)
+        assert prose, (text, word, char)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Send the list of drivers; get the weather (later) and list_drivers() then get_weather(city='Oslo').",
+        "a.b(x=1) my-tool(y=2) s(3) gets getter list_ lists my-toolbox functions.get() functions.gett",
+        'get\nget_weather:{} list {} send_message {"to": "x"} get_weather[ get_weather`',
+    ],
+)
+def test_prose_with_many_names_streams_to_the_whole_text_outcome(text: str, size: int) -> None:
+    """Words that begin like declared names, and the calls among them: the same outcome as the whole-text parse."""
+    parser = StreamParser(_WORD_TOOLS)
+    events: list[StreamEvent] = []
+    for i in range(0, len(text), size):
+        events += parser.feed(text[i : i + size])
+    events += parser.close()
+    whole = parse_tool_calls(text, _WORD_TOOLS)
+    assert parser.outcome == whole
+    assert [(c.name, c.arguments) for c in whole.calls] == [
+        (e.call.name, e.call.arguments) for e in events if isinstance(e, CallReady)
+    ]
+    assert whole.calls, "each text holds calls"
