@@ -427,30 +427,52 @@ _WORD_TOOLS = [
     {"name": name, "parameters": {"type": "object", "properties": {}}}
     for name in ("get", "get_weather", "list_drivers", "list", "my-tool", "a.b", "s", "send_message")
 ]
-_WORD_CHARS = "getwaherlisdvmy-o.abn_ sfuc(:{<[`\n9"
+
+
+def _normalized(events: list[StreamEvent]) -> list[tuple[str, Any]]:
+    """The events with neighbouring text events of one kind joined (how text is split into events may vary)."""
+    out: list[tuple[str, Any]] = []
+    for event in events:
+        if isinstance(event, ContentText | ReasoningText):
+            kind = type(event).__name__
+            if out and out[-1][0] == kind:
+                out[-1] = (kind, out[-1][1] + event.text)
+            else:
+                out.append((kind, event.text))
+        elif isinstance(event, CallReady):
+            out.append(("call", (event.call.name, event.call.arguments, event.call.id)))
+        else:
+            out.append(("end", None))
+    return out
+
+
+_WORD_PIECES = [
+    *(tool["name"] for tool in _WORD_TOOLS),
+    *"getwaherlisdvmy-o.abn_ sfuc(){}:<[`\n9",
+    *("ge", "li", "se", "my", "functions.", "()", "{}", " (", ": {", "gets", "lists", "sender"),
+    *("get ()", "list_drivers\t()", "s: {}", "send_message {}", "a.b ()", " ()"),
+]
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet=_WORD_CHARS, max_size=80))
-def test_a_word_taken_as_prose_is_what_the_held_prefix_path_decides(text: str) -> None:
-    """Each word the quick path takes as prose when it ends is one the held-prefix path gives out as content.
+@given(st.lists(st.sampled_from(_WORD_PIECES), max_size=30).map("".join))
+def test_words_that_begin_like_names_stream_as_through_the_held_prefix_path(text: str) -> None:
+    """Gathering a word while it begins a declared name gives the events of holding it letter by letter.
 
-    The held-prefix path reads the word and the character that ends it with :meth:`StreamParser._content`: a word
-    that only began like a name, or text no trigger can start in, is content.
+    The second parser holds every such word as a prefix from its first letter (the path the gathered word falls
+    back to), so its events are the reference for the text, the calls and the outcome.
     """
-    parser = StreamParser(_WORD_TOOLS)
+    parser, reference = StreamParser(_WORD_TOOLS), StreamParser(_WORD_TOOLS)
+    reference._words = None
+    events: list[StreamEvent] = []
+    expected: list[StreamEvent] = []
     for char in text:
-        at, held = parser._word_at, parser._held
-        word = "".join(parser._hold[at:held]) if at >= 0 else ""
-        last = (parser._hold[at - 1] if at else parser._last) if at >= 0 else ""
-        parser.feed(char)
-        if at < 0 or parser._word_at >= 0 or parser._pending or parser._mode != stream_module._CONTENT:
-            continue  # no word was pending, it goes on, or it was held: nothing was decided here
-        ended = word + char
-        prose = (
-            ended not in parser._name_prefixes and stream_module._WORD_RUN.fullmatch(ended) is not None
-        ) or not parser._starts_call(last, ended)
-        assert prose, (text, word, char)
+        events += parser.feed(char)
+        expected += reference.feed(char)
+    events += parser.close()
+    expected += reference.close()
+    assert _normalized(events) == _normalized(expected)
+    assert parser.outcome == reference.outcome == parse_tool_calls(text, _WORD_TOOLS)
 
 
 @pytest.mark.parametrize("size", [1, 2, 5])
