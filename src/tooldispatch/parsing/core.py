@@ -25,7 +25,7 @@ from tooldispatch.parsing.formats._common import (
     is_schema_echo,
     unclosed_brackets,
 )
-from tooldispatch.parsing.formats.hermes import Known, find_only_tool_call_tags, tool_call_blocks
+from tooldispatch.parsing.formats.hermes import ANCHORS, Known, find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
 from tooldispatch.parsing.lane import strict_outcome
 from tooldispatch.parsing.lenient import LenientJSONError, forget_strict, loads_lenient
@@ -221,10 +221,14 @@ def parse_block(
             quick = strict_outcome(text, lookup, tool_format == "auto")
             if quick is not None:
                 return quick, True
-        found = find_only_tool_call_tags(text)
+            found = find_only_tool_call_tags(text)
+        elif ANCHORS.search(text) is None:
+            found = find_only_tool_call_tags(text)  # prose alone may still be that shape
+        else:
+            found = None  # no block, and something another stage reads: not that shape
         if found is not None:
             return _outcome((), found[0], (), found[1], "", specs, repair, None), True
-    return parse_tool_calls(text, specs, tool_format=tool_format, repair=repair), False
+    return _parse(text, specs, None, None, tool_format, False, repair, None), False
 
 
 def assemble_blocks(

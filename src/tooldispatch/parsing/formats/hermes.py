@@ -90,7 +90,7 @@ def find_tool_call_tags(text: str, known: Known | None = None) -> list[RawCall]:
 
 # Characters that could start something another stage reads: a tag or marker, a JSON object or list, a
 # python call, a fence. Text outside the blocks that holds none of them cannot hold a call.
-_ANCHORS: Final = re.compile(r"[{(<\[`]")
+ANCHORS: Final = re.compile(r"[{(<\[`]")
 # Markers that make the reasoning split or another format's reading differ from hermes blocks alone.
 _FOREIGN: Final = ("<|", "<｜", "THINK]", "<arg_key>")
 _MISSING: Final = object()
@@ -134,7 +134,7 @@ def tool_call_blocks(
     if contains_any(text, _FOREIGN):
         return None
     stop = len(text) if end is None else end
-    if start == 0 and stop == len(text) and TOOL_CALL_OPEN not in text and _ANCHORS.search(text):
+    if start == 0 and stop == len(text) and TOOL_CALL_OPEN not in text and ANCHORS.search(text):
         return None  # no block, and something another stage reads
     blocks: list[tuple[int, int, int, int]] = []
     outside: list[str] = []
@@ -145,7 +145,7 @@ def tool_call_blocks(
         if begin < 0:
             break
         gap = text[pos:begin]
-        if gap and not gap.isspace() and _ANCHORS.search(gap):
+        if gap and not gap.isspace() and ANCHORS.search(gap):
             return None
         outside.append(gap)
         body = begin + open_len
@@ -155,7 +155,7 @@ def tool_call_blocks(
         blocks.append((begin, body, close, close + close_len))
         pos = close + close_len
     tail = text[pos:stop]
-    if tail and not tail.isspace() and _ANCHORS.search(tail):
+    if tail and not tail.isspace() and ANCHORS.search(tail):
         return None
     outside.append(tail)
     return blocks, "".join(outside).strip()
