@@ -23,6 +23,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     is_schema_echo,
+    tool_call_body_kind,
     unclosed_brackets,
 )
 from tooldispatch.parsing.formats.hermes import ANCHORS, Known, find_only_tool_call_tags, tool_call_blocks
@@ -335,10 +336,13 @@ def _as_read(block: str, part: ParseOutcome) -> list[RawCall] | None:
 
     Only an outcome whose every call was accepted as written (or with its arguments written as a JSON string,
     the one tolerance the strict lane takes) tells them: its calls are the ones read, unchanged. ``None``
-    otherwise.
+    otherwise, and for a body the hermes reader does not own (the finders take a known block before asking
+    who owns its body).
     """
     if not part.candidates or not block.startswith(TOOL_CALL_OPEN) or not block.endswith(TOOL_CALL_CLOSE):
         return None
+    if tool_call_body_kind(block, len(TOOL_CALL_OPEN), len(block) - len(TOOL_CALL_CLOSE)) != "hermes":
+        return None  # a body another format owns is read by it
     body = block[len(TOOL_CALL_OPEN) : len(block) - len(TOOL_CALL_CLOSE)]
     span = (0, len(block))
     calls: list[RawCall] = []

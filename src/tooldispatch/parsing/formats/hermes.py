@@ -29,16 +29,19 @@ FORMAT: Final = "hermes"
 MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
 
 Known = Mapping[str, Sequence[RawCall]]
-"""Closed blocks already read: a block's text (``<tool_call>`` to ``</tool_call>``) → the calls
-:func:`read_block` reads in it when it stands at offset 0."""
+"""Closed blocks already read: a block's text (``<tool_call>`` to ``</tool_call>``, a body this format owns,
+see ``tool_call_body_kind``) → the calls :func:`read_block` reads in it when it stands at offset 0."""
 
 
 def find(text: str, known: Known | None = None) -> list[RawCall]:
     """Find every ``<tool_call>`` block holding JSON; each block is decoded on its own (or taken from ``known``)."""
     out: list[RawCall] = []
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
-        if tool_call_body_kind(text, block.body_start, block.body_end) == FORMAT:
-            out.extend(read_block(text, block) if known is None else _read_known(text, block, known))
+        taken = _known_calls(text, block, known) if known is not None else None
+        if taken is not None:
+            out.extend(taken)
+        elif tool_call_body_kind(text, block.body_start, block.body_end) == FORMAT:
+            out.extend(read_block(text, block))
     return out
 
 
@@ -53,20 +56,21 @@ def read_block(text: str, block: Block) -> list[RawCall]:
     return [c for c in calls if not is_placeholder(c.name)]
 
 
-def _read_known(text: str, block: Block, known: Known) -> list[RawCall]:
-    """:func:`read_block`, with the calls of a closed block whose text is in ``known`` moved to its offset."""
-    if block.closed and not block.at_end:
-        calls = known.get(text[block.start : block.end])
-        if calls is not None:
-            start = block.start
-            return [
-                RawCall(
-                    (start + c.span[0], start + c.span[1]), c.raw, c.format, c.stage, c.name, c.arguments,
-                    c.arguments_text, c.decode_error, c.truncated, c.lenient, c.flags,
-                )
-                for c in calls
-            ]  # fmt: skip
-    return read_block(text, block)
+def _known_calls(text: str, block: Block, known: Known) -> list[RawCall] | None:
+    """The calls of a closed block whose text is in ``known``, moved to its offset; ``None`` for another block."""
+    if not block.closed or block.at_end:
+        return None
+    calls = known.get(text[block.start : block.end])
+    if calls is None:
+        return None
+    start = block.start
+    return [
+        RawCall(
+            (start + c.span[0], start + c.span[1]), c.raw, c.format, c.stage, c.name, c.arguments,
+            c.arguments_text, c.decode_error, c.truncated, c.lenient, c.flags,
+        )
+        for c in calls
+    ]  # fmt: skip
 
 
 def find_tool_call_tags(text: str, known: Known | None = None) -> list[RawCall]:
@@ -77,9 +81,13 @@ def find_tool_call_tags(text: str, known: Known | None = None) -> list[RawCall]:
     out: list[RawCall] = []
     glm_finders: glm.Finders | None = None
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
+        taken = _known_calls(text, block, known) if known is not None else None
+        if taken is not None:
+            out.extend(taken)
+            continue
         kind = tool_call_body_kind(text, block.body_start, block.body_end)
         if kind == FORMAT:
-            out.extend(read_block(text, block) if known is None else _read_known(text, block, known))
+            out.extend(read_block(text, block))
         elif kind == glm.FORMAT:
             glm_finders = glm_finders or glm.Finders.over(text)
             call = glm.read_block(text, block, glm_finders)
