@@ -100,7 +100,7 @@ def parse_tool_calls(
         ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
         TypeError: ``text`` is not a str (or ``None``).
     """
-    return _parse(text, tools, native_calls, finish_reason, tool_format, reasoning_open, repair, None)
+    return _parse(text, tools, native_calls, finish_reason, tool_format, reasoning_open, repair, None, True)
 
 
 def _parse(
@@ -112,12 +112,17 @@ def _parse(
     reasoning_open: bool,
     repair: RepairSpec,
     known: Known | None,
+    shapes: bool,
 ) -> ParseOutcome:
-    """:func:`parse_tool_calls`; ``known``: ``<tool_call>`` blocks already read (see ``hermes.Known``)."""
+    """:func:`parse_tool_calls`; ``known``: ``<tool_call>`` blocks already read (see ``hermes.Known``).
+
+    ``shapes``: try the strict lane and the common shapes first; a caller that knows the text cannot be one
+    of them (see :func:`parse_from_blocks`) skips both.
+    """
     forget_strict()  # each parse starts without the strict results of another (a store: this runs per parse)
     if type(repair) is not str or repair not in _LEVELS:
         _check_repair(repair)
-    if not native_calls and tool_format in _TAG_ONLY_FORMATS and type(text) is str:
+    if shapes and not native_calls and tool_format in _TAG_ONLY_FORMATS and type(text) is str:
         # The strict lane looks names up itself (a value that is not a ToolSpec sends the text on).
         lookup = tools if type(tools) is dict else normalize_tools(tools)
         quick = strict_outcome(text, lookup, tool_format == "auto", reasoning_open)
@@ -132,7 +137,7 @@ def _parse(
         raise TypeError(f"text must be the model's output as a str, not {type(text).__name__}; decode bytes first")
     natives: list[tuple[RawCall, str | None]] = []
     inside: list[RawCall] = []
-    fast = None if native_calls else _find_common(text, tool_format, reasoning_open)
+    fast = None if native_calls or not shapes else _find_common(text, tool_format, reasoning_open)
     if fast is not None:
         outside, inside, content, reasoning = fast
     else:
@@ -229,7 +234,7 @@ def parse_block(
             found = None  # no block, and something another stage reads: not that shape
         if found is not None:
             return _outcome((), found[0], (), found[1], "", specs, repair, None), True
-    return _parse(text, specs, None, None, tool_format, False, repair, None), False
+    return _parse(text, specs, None, None, tool_format, False, repair, None, True), False
 
 
 def assemble_blocks(
@@ -300,6 +305,7 @@ def parse_from_blocks(
     reasoning_open: bool,
     finish_reason: str | None,
     repair: RepairSpec,
+    thinks: int = 0,
 ) -> ParseOutcome:
     """``parse_tool_calls(text, specs, ...)`` for a text some of whose ``<tool_call>`` blocks were read alone.
 
@@ -312,6 +318,9 @@ def parse_from_blocks(
         reasoning_open: as for ``parse_tool_calls``.
         finish_reason: as for ``parse_tool_calls``.
         repair: as for ``parse_tool_calls``.
+        thinks: how many ``<think>`` tags the caller saw in ``text`` (a lower bound). The strict lane and the
+            common shapes read at most one think block, and a text with two ``<think>`` tags is neither (a
+            test checks both refuse it), so from two on they are not tried.
 
     Returns:
         The outcome of ``parse_tool_calls``: built from the blocks' outcomes when the text is only such blocks
@@ -328,7 +337,7 @@ def parse_from_blocks(
         calls = _as_read(block, part)
         if calls is not None:
             known[block] = calls
-    return _parse(text, specs, None, finish_reason, tool_format, reasoning_open, repair, known or None)
+    return _parse(text, specs, None, finish_reason, tool_format, reasoning_open, repair, known or None, thinks < 2)
 
 
 def _as_read(block: str, part: ParseOutcome) -> list[RawCall] | None:

@@ -334,6 +334,7 @@ class StreamParser:
             _mark_names(self._opener_steps[""], spelled)
         self._word_at = -1
         self._word = _Step("", False)
+        self._thinks = 0  # ``<think>`` tags met in the content (see ``core.parse_from_blocks``)
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._content_stops = _STATIC_STARTS | self._name_starts
         self._content_stops_nl = self._content_stops | _NEWLINE
@@ -696,6 +697,7 @@ class StreamParser:
             reasoning_open=self._reasoning_open,
             finish_reason=finish_reason,
             repair=self._repair,
+            thinks=self._thinks,
         )
         final = self._outcome.calls
         emitted = self._emitted
@@ -823,6 +825,8 @@ class StreamParser:
         return text[end:]
 
     def _enter_reasoning(self, closer: str) -> None:
+        if closer == "</think>":
+            self._thinks += 1  # a ``<think>`` tag opened it (``close()`` passes the count on)
         self._mode = _REASONING
         self._closer_literal = _LITERAL_CLOSERS.get(closer)
         self._reasoning_closer = _CLOSER_PATTERNS[closer]

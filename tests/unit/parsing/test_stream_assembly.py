@@ -15,9 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.core import _as_read, assemble_blocks, parse_block, parse_from_blocks, parse_tool_calls
+from tooldispatch.parsing.core import (
+    _as_read,
+    _find_common,
+    assemble_blocks,
+    parse_block,
+    parse_from_blocks,
+    parse_tool_calls,
+)
 from tooldispatch.parsing.formats._common import Block
 from tooldispatch.parsing.formats.hermes import read_block
+from tooldispatch.parsing.lane import strict_outcome
 from tooldispatch.parsing.stream import StreamParser
 from tooldispatch.toolspec import normalize_tools
 from tooldispatch.types import Candidate, ParseOutcome
@@ -251,3 +259,39 @@ def test_blocks_are_not_decoded_again() -> None:
         ("get_weather", {"city": "Oslo"}, (len(text) - len(BLOCKS[0]), len(text))),
     ]
     assert parse_tool_calls(text, WEATHER).calls[0].arguments == {"city": "Paris"}
+
+
+_SHAPE_PIECES = [
+    *BLOCKS,
+    *PROSE,
+    "<think>",
+    "</think>",
+    "plan",
+    '{"name": "get_time", "arguments": {}}',
+    '[{"name": "get_time", "arguments": {}}]',
+    "<|python_tag|>",
+    "x" * 2100,
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_SHAPE_PIECES), max_size=8),
+    st.lists(st.sampled_from(_SHAPE_PIECES), max_size=8),
+    st.lists(st.sampled_from(_SHAPE_PIECES), max_size=8),
+    st.sampled_from(["auto", "hermes", "qwen", "json"]),
+    st.booleans(),
+)
+def test_a_text_with_two_think_tags_is_none_of_the_common_shapes(
+    a: list[str], b: list[str], c: list[str], tool_format: str, reasoning_open: bool
+) -> None:
+    """What parse_from_blocks relies on to skip them: the strict lane and the common shapes refuse such a text."""
+    text = "".join(a) + "<think>" + "".join(b) + "<think>" + "".join(c)
+    specs = normalize_tools(WEATHER)
+    assert strict_outcome(text, specs, tool_format == "auto", reasoning_open) is None
+    assert _find_common(text, tool_format, reasoning_open) is None
+    parts = parts_of(text, WEATHER)
+    options: dict[str, Any] = {"tool_format": tool_format, "reasoning_open": reasoning_open, "finish_reason": None}
+    assert parse_from_blocks(text, specs, parts, repair="bounded", thinks=2, **options) == parse_tool_calls(
+        text, WEATHER, tool_format=options["tool_format"], reasoning_open=reasoning_open
+    )
