@@ -775,14 +775,10 @@ class StreamParser:
 
     def _may_start_call(self, delta: str) -> bool:
         """Cheap test: could a call marker or a declared name start in ``delta`` (or continue past it)?"""
-        return self._starts_call(self._last, delta)
-
-    def _starts_call(self, last: str, text: str) -> bool:
-        """:meth:`_may_start_call` for ``text`` after ``last`` (the character given out before it)."""
-        context = last + text
-        if self._maybe_trigger.search(context, len(last)) is not None:
+        context = self._last + delta
+        if self._maybe_trigger.search(context, len(self._last)) is not None:
             return True
-        tail = _TRAILING_WORD.search(context, len(last))
+        tail = _TRAILING_WORD.search(context, len(self._last))
         return tail is not None and tail.group() in self._name_prefixes
 
     def _say(self, text: str) -> None:
