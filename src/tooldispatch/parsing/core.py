@@ -28,7 +28,7 @@ from tooldispatch.parsing.formats._common import (
 )
 from tooldispatch.parsing.formats.hermes import ANCHORS, Known, find_only_tool_call_tags, tool_call_blocks
 from tooldispatch.parsing.formats.llama import read_whole_json_call
-from tooldispatch.parsing.lane import strict_outcome
+from tooldispatch.parsing.lane import AS_STRING, strict_outcome
 from tooldispatch.parsing.lenient import LenientJSONError, forget_strict, loads_lenient
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
@@ -58,9 +58,7 @@ _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
 _REASONING_OR_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")
-# A call's arguments written as a JSON string: its tolerance, and its repair record.
-_STRING_FIX: Final = (FIX_ARGUMENTS_STRING,)
-_AS_STRING: Final = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
+_STRING_FIX: Final = (FIX_ARGUMENTS_STRING,)  # the tolerance of arguments written as a JSON string
 
 
 def parse_tool_calls(
@@ -360,7 +358,7 @@ def _as_read(block: str, part: ParseOutcome) -> list[RawCall] | None:
             return None
         if c.bucket == "ok_strict" and not c.repairs:
             calls.append(RawCall(span, block, "hermes", "strict", c.name, c.arguments, body))
-        elif c.bucket == "ok_fallback" and c.repairs == _AS_STRING:
+        elif c.bucket == "ok_fallback" and c.repairs == AS_STRING:
             calls.append(RawCall(span, block, "hermes", "fallback", c.name, c.arguments, body, lenient=_STRING_FIX))
         else:
             return None

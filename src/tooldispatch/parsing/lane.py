@@ -50,11 +50,12 @@ _LIST_GAP_MAX: Final = 60  # the fallback stage looks this far back from a call 
 _NO_FLAGS: Final[frozenset[str]] = frozenset()
 _NO_CALL: Final[frozenset[str]] = frozenset({FLAG_NO_CALL})
 _IN_REASONING: Final[frozenset[str]] = frozenset({FLAG_IN_REASONING})
-_AS_STRING: Final = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
+AS_STRING: Final = (Repair("json", "", FIX_ARGUMENTS_STRING, None),)
+"""The repairs of a call accepted with its arguments written as a JSON string (the one tolerance taken here)."""
 # Stage, bucket and repairs of a call accepted as written, by whether its arguments were a JSON string.
 _AS_WRITTEN: Final[dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]]] = {
     False: ("strict", "ok_strict", ()),
-    True: ("fallback", "ok_fallback", _AS_STRING),
+    True: ("fallback", "ok_fallback", AS_STRING),
 }
 _IDS: Final = tuple(f"call_{i}" for i in range(64))
 _OPEN_LEN, _CLOSE_LEN = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)

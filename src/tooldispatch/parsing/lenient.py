@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
+    "LAST_STRICT",
     "MAX_DEPTH",
     "NOT_JSON",
-    "REFUSED",
     "LenientJSONError",
     "LenientResult",
     "forget_strict",
@@ -221,7 +221,7 @@ def _scan_whole(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:
 
 NOT_JSON: Final[Any] = object()
 """What :func:`strict_value` returns for a text ``json.loads`` refuses."""
-REFUSED: Final[list[Any]] = ["", NOT_JSON]
+LAST_STRICT: Final[list[Any]] = ["", NOT_JSON]
 """The last text tried as strict JSON and what came of it, in a two-item list; ``parse_tool_calls`` empties it
 first (:func:`forget_strict`).
 
@@ -235,27 +235,27 @@ one parse from gaining from another.
 
 
 def forget_strict() -> None:
-    """Empty :data:`REFUSED` (at the start of a parse)."""
-    REFUSED[0] = ""
-    REFUSED[1] = NOT_JSON
+    """Empty :data:`LAST_STRICT` (at the start of a parse)."""
+    LAST_STRICT[0] = ""
+    LAST_STRICT[1] = NOT_JSON
 
 
 def remember_refusal(text: str) -> None:
     """Note that ``json.loads(text)`` fails (the caller saw it), for :func:`strict_value`."""
-    REFUSED[0] = text
-    REFUSED[1] = NOT_JSON
+    LAST_STRICT[0] = text
+    LAST_STRICT[1] = NOT_JSON
 
 
 def remember_value(text: str, value: Any) -> None:
     """Note that ``json.loads(text)`` gives ``value``, which the caller decoded and does not keep."""
-    REFUSED[0] = text
-    REFUSED[1] = value
+    LAST_STRICT[0] = text
+    LAST_STRICT[1] = value
 
 
 def strict_value(text: str) -> Any:
     """``json.loads(text)``, or :data:`NOT_JSON` where it raises (a text just tried is answered at once)."""
-    if text == REFUSED[0]:
-        value = REFUSED[1]
+    if text == LAST_STRICT[0]:
+        value = LAST_STRICT[1]
         if value is not NOT_JSON:
             forget_strict()  # a decoded value goes to one caller only
         return value

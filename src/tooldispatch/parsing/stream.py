@@ -242,20 +242,23 @@ def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, _Step]]:
 
 
 def _mark_names(root: dict[str, _Step], names: Iterable[str]) -> None:
-    """Note on the steps under ``root`` which characters end a declared name and which hold one as a prefix."""
+    """Note on the steps under ``root`` which characters end a declared name and which hold one as a prefix.
+
+    A name that is a prefix of a step's text is that step or one above it, so ``named`` passes down the trie.
+    """
+    whole = frozenset(names)
     steps: dict[str, _Step] = {}
-    todo = list(root.values())
+    todo = [(step, False) for step in root.values()]
     while todo:
-        step = todo.pop()
+        step, above = todo.pop()
         if step.text not in steps:
             steps[step.text] = step
-            todo.extend(step.next.values())
-    for name in names:
+            step.named = above or step.text in whole
+            todo.extend((after, step.named) for after in step.next.values())
+    for name in whole:
         before = steps.get(name[:-1])
         if before is not None:
             before.ends = before.ends | {name[-1]}
-    for text, step in steps.items():
-        step.named = any(text.startswith(name) for name in names)
 
 
 _COMPLETE: Final = frozenset({*_LITERAL_OPENERS, *_LITERAL_CLOSERS.values()})
