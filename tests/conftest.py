@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import pg_server as pg_server_mod
 
 
 @pytest.fixture(scope="session")
@@ -16,3 +20,28 @@ def smollm2_path() -> Path:
     from tooldispatch.models import pull
 
     return pull("smollm2-135m-instruct@Q4_1", progress=False)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg_server_mod.Server]:
+    """A PostgreSQL server on 127.0.0.1 for the whole session (skips, with the reason, where none can run)."""
+    reason = pg_server_mod.unavailable()
+    if reason is not None:
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    server = pg_server_mod.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: pg_server_mod.Server) -> str:
+    """The URL of a new, empty database on the session's server."""
+    return pg_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store to open, once as a SQLite file and once as a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "state.db")
+    return str(request.getfixturevalue("pg_url"))

@@ -1,6 +1,8 @@
 """``tooldispatch trace ...``, ``tooldispatch approvals ...`` and ``tooldispatch bench dispatch``.
 
-Thin: each command opens the state file, calls the library and prints a ``rich`` table or JSON.
+Thin: each command opens the store, calls the library and prints a ``rich`` table or JSON. The listing
+commands open it read-only: they never create, migrate or switch a database to WAL, and refuse one that is
+not a tooldispatch store.
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
 from tooldispatch.dispatch.state import State
 from tooldispatch.dispatch.trace import DispatchTrace
 from tooldispatch.errors import ConfigError
-from tooldispatch.store import Store
+from tooldispatch.store import ENV_VAR, StateStore, open_store
 
-StoreOpt = Annotated[Path, typer.Option("--store", help="The dispatcher's SQLite state file.")]
+StoreOpt = Annotated[
+    str,
+    typer.Option(
+        "--store",
+        envvar=ENV_VAR,
+        help="The dispatcher's store: a SQLite file, or a postgresql:// URL (also read from TOOLDISPATCH_STORE).",
+    ),
+]
 OtelOpt = Annotated[bool, typer.Option("--otel", help="Print OpenTelemetry GenAI execute_tool spans as JSON.")]
 
 
@@ -32,22 +41,28 @@ def _console() -> Console:
     return Console(width=160, soft_wrap=True)
 
 
-def _open(path: Path) -> Store:
-    if not path.is_file():
-        typer.echo(f"no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True)
-        raise typer.Exit(2)
+def _open(target: str, *, readonly: bool) -> StateStore:
     try:
-        return Store(path)
+        return open_store(_existing(target), readonly=readonly)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+def _existing(target: str) -> str:
+    """A store file must already exist: a typo must not make an empty one."""
+    path = Path(target)
+    if "://" not in target and target != ":memory:" and not path.is_file():
+        typer.echo(f"no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True)
+        raise typer.Exit(2)
+    return target
 
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _find_trace(store: Store, trace_id: str) -> DispatchTrace:
+def _find_trace(store: StateStore, trace_id: str) -> DispatchTrace:
     if not trace_id or any(c not in "0123456789abcdef" for c in trace_id):
         typer.echo(f"{trace_id!r} is not a trace id; ids are hexadecimal, as 'tooldispatch trace list' shows", err=True)
         raise typer.Exit(1)
@@ -62,7 +77,7 @@ def _find_trace(store: Store, trace_id: str) -> DispatchTrace:
 
 
 def trace_list(
-    store: StoreOpt = Path("state.db"),
+    store: StoreOpt = "state.db",
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="The most recent N traces.")] = 50,
@@ -73,7 +88,7 @@ def trace_list(
     Read-only calls' traces are written in batches: a running dispatcher's latest ones appear here after
     its next batch write, its ``flush()`` or its ``close()``.
     """
-    st = _open(store)
+    st = _open(store, readonly=True)
     try:
         traces = State(st).traces(session_id=session, tool=tool, limit=limit)
     finally:
@@ -81,7 +96,7 @@ def trace_list(
     if otel:
         typer.echo(json.dumps([t.to_otel() for t in traces], indent=2))
         return
-    table = Table(title=f"traces in {store} ({len(traces)})")
+    table = Table(title=f"traces in {st.target} ({len(traces)})")
     for col in ("id", "started (UTC)", "session", "tool", "status", "reason", "attempts", "tool ms"):
         table.add_column(col, justify="right" if col in ("attempts", "tool ms") else "left")
     for t in traces:
@@ -101,12 +116,12 @@ def trace_list(
 
 def trace_show(
     trace_id: Annotated[str, typer.Argument(help="A trace id, or its first characters.")],
-    store: StoreOpt = Path("state.db"),
+    store: StoreOpt = "state.db",
     otel: OtelOpt = False,
     result: Annotated[bool, typer.Option("--result", help="Also print the full, unbounded result.")] = False,
 ) -> None:
     """Show one trace in full, as JSON."""
-    st = _open(store)
+    st = _open(store, readonly=True)
     try:
         trace = _find_trace(st, trace_id)
         full = State(st).full_result(trace.id) if result else None
@@ -119,12 +134,12 @@ def trace_show(
 
 
 def trace_stats(
-    store: StoreOpt = Path("state.db"),
+    store: StoreOpt = "state.db",
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Per-tool rates over the stored traces, with the rates over their action thresholds flagged."""
-    st = _open(store)
+    st = _open(store, readonly=True)
     try:
         metrics = report([t.to_dict() for t in State(st).traces(tool=tool)])
     finally:
@@ -132,7 +147,7 @@ def trace_stats(
     if as_json:
         typer.echo(json.dumps({**metrics.to_dict(), "thresholds": THRESHOLDS, "flagged": metrics.flagged}, indent=2))
         return
-    table = Table(title=f"dispatch metrics in {store}")
+    table = Table(title=f"dispatch metrics in {st.target}")
     table.add_column("tool")
     table.add_column("calls", justify="right")
     for name in COUNTERS:
@@ -152,12 +167,12 @@ def trace_stats(
 
 
 def approvals_list(
-    store: StoreOpt = Path("state.db"),
+    store: StoreOpt = "state.db",
     every: Annotated[bool, typer.Option("--all", help="Also show decided approvals.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List suspended calls waiting for a person's decision."""
-    st = _open(store)
+    st = _open(store, readonly=True)
     try:
         pending = State(st).approvals(None if every else "pending")
     finally:
@@ -165,7 +180,7 @@ def approvals_list(
     if as_json:
         typer.echo(json.dumps([asdict(p) for p in pending], indent=2, ensure_ascii=False))
         return
-    table = Table(title=f"approvals in {store} ({len(pending)})")
+    table = Table(title=f"approvals in {st.target} ({len(pending)})")
     for col in ("id", "created (UTC)", "session", "tool", "arguments", "state", "reason"):
         table.add_column(col)
     for p in pending:
@@ -219,7 +234,7 @@ def approvals_approve(
             help="The tools, as 'package.module:attr' or 'file.py:attr' (a Registry or a function returning one)."
         ),
     ] = None,
-    store: StoreOpt = Path("state.db"),
+    store: StoreOpt = "state.db",
     args: Annotated[str | None, typer.Option("--args", help="Edited arguments as a JSON object.")] = None,
 ) -> None:
     """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
@@ -234,7 +249,7 @@ def approvals_approve(
         edited = parsed
     if tools is None:
         _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr'")
-    st = _open(store)
+    st = _open(store, readonly=False)
     try:
         dispatcher = Dispatcher(load_registry(tools), store=st)
         result = dispatcher.approve(approval_id, edited)
@@ -248,10 +263,10 @@ def approvals_approve(
 def approvals_deny(
     approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
     reason: Annotated[str, typer.Option(help="Why; the model is told.")],
-    store: StoreOpt = Path("state.db"),
+    store: StoreOpt = "state.db",
 ) -> None:
     """Deny a suspended call: it never runs, and the model is told why."""
-    st = _open(store)
+    st = _open(store, readonly=False)
     dispatcher = Dispatcher(Registry(), store=st)
     try:
         result = dispatcher.deny(approval_id, reason)

@@ -46,7 +46,7 @@ from tooldispatch.dispatch.state import PendingApproval, State
 from tooldispatch.dispatch.trace import DispatchTrace, mask
 from tooldispatch.dispatch.validate import MAX_DEPTH, escape_surrogates, unreadable, validate_args
 from tooldispatch.errors import ConfigError, ToolTimeout
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore, open_store
 
 T = TypeVar("T")
 CallInput = Any  # a ToolCall, a {"name", "arguments"} mapping, or a (name, arguments) pair
@@ -79,11 +79,12 @@ class _Call:
 
 
 class Dispatcher:
-    """Runs tool calls from a model against a ``Registry``, with state in SQLite.
+    """Runs tool calls from a model against a ``Registry``, with state in a store (SQLite or PostgreSQL).
 
     Args:
         registry: the tools.
-        store: a SQLite file path, ``":memory:"``, or an open ``Store``.
+        store: a SQLite file path, ``":memory:"``, a ``postgresql://`` URL shared with other workers, or an
+            open store (``open_store``).
         clock: time source (tests pass a ``ManualClock``).
         sleep: how retries wait (default ``asyncio.sleep``).
         rand: uniform [0, 1) source for retry jitter.
@@ -96,12 +97,13 @@ class Dispatcher:
 
     Raises:
         RegistrationError: tools reference missing compensations or refreshers.
+        ConfigError: the store cannot be opened, or its URL names a database this build does not serve.
     """
 
     def __init__(
         self,
         registry: Registry,
-        store: str | Path | Store = ":memory:",
+        store: str | Path | StateStore = ":memory:",
         *,
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
@@ -111,7 +113,7 @@ class Dispatcher:
     ) -> None:
         registry.check()
         self.registry = registry
-        self.store = store if isinstance(store, Store) else Store(store)
+        self.store = open_store(store)
         self.clock: Clock = clock or SystemClock()
         self._sleep = sleep or asyncio.sleep
         self._rand = rand

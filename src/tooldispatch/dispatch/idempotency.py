@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tooldispatch.dispatch.registry import ToolDef
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 
 State = Literal["in_flight", "completed", "unknown"]
 
@@ -99,19 +99,30 @@ def judge(record: Record, new_fingerprint: str, tool: str) -> Verdict:
     return Verdict("replay", "the same call already completed; its stored result is returned")
 
 
-class IdempotencyStore:
-    """Idempotency records in the SQLite store."""
+_SELECT = (
+    "SELECT key, fingerprint, state, status, reason, content, trace_id, created_at, expires_at "
+    "FROM idempotency WHERE key = ?"
+)
+_CLAIM = (
+    "INSERT INTO idempotency (key, session_id, tool, fingerprint, state, trace_id, created_at, expires_at) "
+    "VALUES (?, ?, ?, ?, 'in_flight', ?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET session_id = excluded.session_id, tool = excluded.tool, "
+    "fingerprint = excluded.fingerprint, state = 'in_flight', status = NULL, reason = NULL, content = NULL, "
+    "trace_id = excluded.trace_id, created_at = excluded.created_at, expires_at = excluded.expires_at "
+    "WHERE idempotency.expires_at <= ? "
+    "RETURNING key"
+)
 
-    def __init__(self, store: Store) -> None:
+
+class IdempotencyStore:
+    """Idempotency records in the state store."""
+
+    def __init__(self, store: StateStore) -> None:
         self._store = store
 
     def lookup(self, key: str, now: float) -> Record | None:
         """The unexpired record for ``key``, or None (an expired one is deleted)."""
-        row = self._store.fetchone(
-            "SELECT key, fingerprint, state, status, reason, content, trace_id, created_at, expires_at "
-            "FROM idempotency WHERE key = ?",
-            (key,),
-        )
+        row = self._store.fetchone(_SELECT, (key,))
         if row is None:
             return None
         record = Record(*row)
@@ -125,22 +136,19 @@ class IdempotencyStore:
     ) -> Record | None:
         """Atomically record the call as in flight; returns the existing record instead if one is there.
 
-        The insert is committed before this returns, so it survives the process being killed.
+        The insert is committed before this returns, so it survives the process being killed. The claim is
+        one statement (an insert that takes over only an expired record), so of two workers claiming the
+        same key at once exactly one gets it, on SQLite and on PostgreSQL alike.
         """
-        with self._store.transaction() as conn:
-            row = conn.execute(
-                "SELECT key, fingerprint, state, status, reason, content, trace_id, created_at, expires_at "
-                "FROM idempotency WHERE key = ?",
-                (key,),
-            ).fetchone()
-            if row is not None and row[8] > now:
-                return Record(*row)
-            conn.execute(
-                "INSERT OR REPLACE INTO idempotency (key, session_id, tool, fingerprint, state, trace_id, created_at, "
-                "expires_at) VALUES (?, ?, ?, ?, 'in_flight', ?, ?, ?)",
-                (key, session_id, tool, fp, trace_id, now, now + ttl_s),
-            )
-        return None
+        while True:
+            with self._store.transaction() as conn:
+                claimed = conn.execute(_CLAIM, (key, session_id, tool, fp, trace_id, now, now + ttl_s, now)).fetchone()
+                if claimed is not None:
+                    return None
+                row = conn.execute(_SELECT, (key,)).fetchone()
+                if row is not None:
+                    return Record(*row)
+            # the record was released between the two statements: claim again
 
     def complete(self, key: str, *, status: str, reason: str | None, content: str) -> None:
         """Store the result to replay."""

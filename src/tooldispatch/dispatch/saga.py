@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tooldispatch.dispatch.registry import ToolDef
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 
 
 def inverse_args(inverse: ToolDef, args: Mapping[str, Any], result: Any) -> dict[str, Any]:
@@ -50,9 +50,9 @@ class SagaEntry:
 
 
 class SagaJournal:
-    """The saga journal in the SQLite store."""
+    """The saga journal in the state store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StateStore) -> None:
         self._store = store
 
     def record(
@@ -68,12 +68,12 @@ class SagaJournal:
     ) -> int:
         """Add a pending compensation; returns its id."""
         with self._store.transaction() as conn:
-            cur = conn.execute(
+            row = conn.execute(
                 "INSERT INTO saga (session_id, trace_id, tool, inverse_tool, inverse_args, idempotency_key, state, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING id",
                 (session_id, trace_id, tool, inverse_tool, json.dumps(dict(args)), idempotency_key, now),
-            )
-            return int(cur.lastrowid or 0)
+            ).fetchone()
+            return int(row[0])
 
     def pending(self, session_id: str) -> list[SagaEntry]:
         """Pending compensations of a session, newest first (the order they must run in)."""

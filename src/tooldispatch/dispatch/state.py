@@ -1,4 +1,4 @@
-"""Admission state and approvals in the SQLite store: quota counters, freshness stamps, pending approvals,
+"""Admission state and approvals in the state store: quota counters, freshness stamps, pending approvals,
 pinned description hashes, and persisted traces.
 
 Traces of side-effecting calls (and of calls to unknown tools) are written before the result returns.
@@ -19,7 +19,7 @@ from typing import Any
 from tooldispatch.dispatch.idempotency import canonical_json
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.dispatch.trace import DispatchTrace
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +52,42 @@ class PendingApproval:
 
 
 _TRACE_INSERT = (
-    "INSERT OR REPLACE INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data, content) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO traces (id, session_id, tool, status, reason, started_at, ended_at, data, content) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, "
+    "tool = excluded.tool, status = excluded.status, reason = excluded.reason, started_at = excluded.started_at, "
+    "ended_at = excluded.ended_at, data = excluded.data, content = excluded.content"
 )
+_RESULT_INSERT = (
+    "INSERT INTO trace_results (trace_id, content) VALUES (?, ?) "
+    "ON CONFLICT (trace_id) DO UPDATE SET content = excluded.content"
+)
+# One statement counts an invocation unless the limit is reached, so workers sharing a store never exceed it.
+_TAKE_QUOTA = (
+    "INSERT INTO quota_usage (tool, scope, count) VALUES (?, ?, 1) "
+    "ON CONFLICT (tool, scope) DO UPDATE SET count = quota_usage.count + 1 WHERE quota_usage.count < ? "
+    "RETURNING count"
+)
+# A stamp only moves forward: a worker writing an older refresh late never makes the state look staler.
+_STAMP_FRESH = (
+    "INSERT INTO freshness (session_id, resource, refreshed_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (session_id, resource) DO UPDATE SET refreshed_at = CASE "
+    "WHEN excluded.refreshed_at > freshness.refreshed_at THEN excluded.refreshed_at "
+    "ELSE freshness.refreshed_at END"
+)
+# Insertion order: SQLite's rowid, PostgreSQL's sequence column (migration core_0003_trace_order).
+_INSERTION_ORDER = {"sqlite": "rowid", "postgresql": "seq"}
 
 
 class State:
     """Quota, freshness, approval, description and trace rows.
 
     Args:
-        store: the SQLite store.
+        store: the state store.
         flush_every: buffered read-only traces that trigger a write.
         flush_after_s: age of the oldest buffered trace that triggers a write.
     """
 
-    def __init__(self, store: Store, *, flush_every: int = 128, flush_after_s: float = 0.5) -> None:
+    def __init__(self, store: StateStore, *, flush_every: int = 128, flush_after_s: float = 0.5) -> None:
         self.store = store
         self._buffer: list[tuple[DispatchTrace, str, str | None]] = []
         self._buffer_lock = threading.Lock()
@@ -82,17 +103,11 @@ class State:
 
     def take_quota(self, tool: str, scope: str, limit: int) -> int | None:
         """Atomically count one invocation; returns the previous count, or None when the limit is reached."""
+        if limit <= 0:
+            return None
         with self.store.transaction() as conn:
-            row = conn.execute("SELECT count FROM quota_usage WHERE tool = ? AND scope = ?", (tool, scope)).fetchone()
-            used = int(row[0]) if row else 0
-            if used >= limit:
-                return None
-            conn.execute(
-                "INSERT INTO quota_usage (tool, scope, count) VALUES (?, ?, 1) "
-                "ON CONFLICT(tool, scope) DO UPDATE SET count = count + 1",
-                (tool, scope),
-            )
-            return used
+            row = conn.execute(_TAKE_QUOTA, (tool, scope, limit)).fetchone()
+        return int(row[0]) - 1 if row is not None else None
 
     # freshness
     def refreshed_at(self, session_id: str, resource: str) -> float | None:
@@ -103,12 +118,8 @@ class State:
         return float(row[0]) if row else None
 
     def stamp_fresh(self, session_id: str, resource: str, now: float) -> None:
-        """Record that ``resource`` was refreshed now."""
-        self.store.execute(
-            "INSERT INTO freshness (session_id, resource, refreshed_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(session_id, resource) DO UPDATE SET refreshed_at = excluded.refreshed_at",
-            (session_id, resource, now),
-        )
+        """Record that ``resource`` was refreshed now (a later stamp already recorded is kept)."""
+        self.store.execute(_STAMP_FRESH, (session_id, resource, now))
 
     # approvals
     def add_approval(
@@ -175,8 +186,8 @@ class State:
         )
         if row is None:
             self.store.execute(
-                "INSERT OR IGNORE INTO tool_descriptions (name, version, sha256, source, first_seen) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO tool_descriptions (name, version, sha256, source, first_seen) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name, version) DO NOTHING",
                 (tool.name, tool.version, tool.description_sha256, tool.source, now),
             )
             return None
@@ -240,7 +251,7 @@ class State:
         with self.store.transaction():
             self.store.executemany(_TRACE_INSERT, rows)
             if full:
-                self.store.executemany("INSERT OR REPLACE INTO trace_results (trace_id, content) VALUES (?, ?)", full)
+                self.store.executemany(_RESULT_INSERT, full)
 
     def trace(self, trace_id: str) -> DispatchTrace | None:
         """One persisted trace."""
@@ -273,8 +284,9 @@ class State:
             clauses.append("tool = ?")
             params.append(tool)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f"SELECT data FROM traces {where} ORDER BY started_at, rowid"
+        order = _INSERTION_ORDER[self.store.dialect]
+        sql = f"SELECT data FROM traces {where} ORDER BY started_at, {order}"
         if limit is not None:
-            newest = f"SELECT data, started_at, rowid AS r FROM traces {where} ORDER BY started_at DESC, r DESC"
-            sql = f"SELECT data FROM ({newest} LIMIT {int(limit)}) ORDER BY started_at, r"
+            newest = f"SELECT data, started_at, {order} AS r FROM traces {where} ORDER BY started_at DESC, r DESC"
+            sql = f"SELECT data FROM ({newest} LIMIT {int(limit)}) AS newest ORDER BY started_at, r"
         return [DispatchTrace.from_dict(json.loads(r[0])) for r in self.store.fetchall(sql, params)]

@@ -8,6 +8,9 @@ sequences are atomic across threads and across processes that share the file.
 Durability: ``synchronous=NORMAL`` in WAL mode keeps every committed transaction across a crash or kill
 of the process (what idempotency needs); only a power loss may drop the last commits. Pass
 ``synchronous="FULL"`` to survive power loss as well, at the cost of an fsync per commit.
+
+``readonly=True`` opens an existing file for reading only: nothing is created, migrated or switched to
+WAL, and a file that is not a tooldispatch store is refused (what the read-only CLI commands use).
 """
 
 from __future__ import annotations
@@ -16,26 +19,31 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.store.migrations import MIGRATIONS
+from tooldispatch.store.base import Dialect, Params, SchemaReport
+from tooldispatch.store.migrations import MIGRATIONS, plan, refuse_newer
 
-Params = Sequence[Any]
 
-
-class Store:
+class SQLiteStore:
     """A SQLite database with the tooldispatch schema applied.
 
     Args:
         path: a file path, or ``":memory:"`` for a private in-memory database.
         synchronous: SQLite's ``synchronous`` pragma (see the module docstring).
         busy_timeout_s: how long to wait for another process holding the write lock.
+        readonly: open an existing store for reading only (see the module docstring).
 
     Raises:
-        ConfigError: the file cannot be opened or is not a SQLite database.
+        ConfigError: the file cannot be opened, is not a SQLite database, holds a schema newer than this
+            build, or (``readonly``) is not a tooldispatch store.
     """
+
+    dialect: Dialect = "sqlite"
 
     def __init__(
         self,
@@ -43,11 +51,18 @@ class Store:
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_s: float = 10.0,
+        readonly: bool = False,
     ) -> None:
         self.path = str(path)
+        self.target = self.path
+        self.readonly = readonly
         self._lock = threading.RLock()
         self.closed = False
         try:
+            if readonly:
+                self._conn = _open_readonly(self.path, busy_timeout_s)
+                self._check_readable()
+                return
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -58,26 +73,74 @@ class Store:
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute(f"PRAGMA synchronous = {synchronous}")
             self._migrate()
+        except ConfigError:
+            if hasattr(self, "_conn"):
+                self._conn.close()
+            raise
         except (sqlite3.DatabaseError, OSError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if readonly:
+                raise ConfigError(
+                    f"cannot read the state store {self.path!r}: {why}; pass --store with the file given to "
+                    "Dispatcher(store=...)"
+                ) from exc
             raise ConfigError(
                 f"cannot open the state store {self.path!r}: {why}; point store= at a writable SQLite file"
             ) from exc
 
+    def _applied(self, conn: sqlite3.Connection) -> list[str] | None:
+        """Recorded migration names in the order applied, or None when the file has no record of them."""
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+        if found.fetchone() is None:
+            return None
+        return [row[0] for row in conn.execute("SELECT name FROM schema_migrations ORDER BY rowid")]
+
+    def _check_readable(self) -> None:
+        applied = self._applied(self._conn)
+        if applied is None or "core_0001" not in applied:
+            raise ConfigError(
+                f"{self.path} is not a tooldispatch state store (it has no tooldispatch schema); pass --store "
+                "with the file given to Dispatcher(store=...)"
+            )
+        found = plan(applied)
+        refuse_newer(self.target, found.newer)
+        core = [m.name for m in found.pending if m.name.startswith("core_")]
+        if core:
+            raise ConfigError(
+                f"the state store {self.path} was made by an older tooldispatch and lacks {', '.join(core)}; "
+                f"run 'tooldispatch store migrate --store {self.path}' first"
+            )
+
     def _migrate(self) -> None:
         with self.transaction() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-            applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+            applied = set(self._applied(conn) or ())
+            refuse_newer(self.target, plan(applied).newer)
             for migration in list(MIGRATIONS):
                 if migration.name in applied:
                     continue
-                for statement in _split_sql(migration.sql):
+                for statement in split_sql(migration.script(self.dialect)):
                     conn.execute(statement)
                 conn.execute(
-                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, datetime('now'))", (migration.name,)
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                    (migration.name, datetime.now(UTC).isoformat(timespec="seconds")),
                 )
                 applied.add(migration.name)
             conn.execute(f"PRAGMA user_version = {len(applied)}")
+
+    def check(self) -> SchemaReport:
+        """Compare the file's migrations with this build's, changing nothing."""
+        with self._lock:
+            applied = self._applied(self._conn) or []
+        found = plan(applied)
+        return SchemaReport(
+            target=self.target,
+            dialect=self.dialect,
+            applied=applied,
+            pending=[m.name for m in found.pending],
+            newer=found.newer,
+            server=f"SQLite {sqlite3.sqlite_version}",
+        )
 
     @property
     def user_version(self) -> int:
@@ -95,7 +158,7 @@ class Store:
             if self._conn.in_transaction:
                 yield self._conn
                 return
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("BEGIN" if self.readonly else "BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
@@ -131,7 +194,22 @@ class Store:
             self._conn.close()
 
 
-def _split_sql(script: str) -> list[str]:
+Store = SQLiteStore
+"""The name the SQLite store has always had; ``open_store`` picks a store from a path or URL."""
+
+
+def _open_readonly(path: str, busy_timeout_s: float) -> sqlite3.Connection:
+    """A read-only connection to an existing file (``mode=ro``: no file is created, nothing is written)."""
+    if path == ":memory:" or not Path(path).is_file():
+        raise ConfigError(f"no state store at {path}; pass --store with the file given to Dispatcher(store=...)")
+    uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def split_sql(script: str) -> list[str]:
     """Split a migration script into statements (``executescript`` would commit the open transaction)."""
     statements: list[str] = []
     current: list[str] = []

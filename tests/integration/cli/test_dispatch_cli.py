@@ -137,8 +137,8 @@ def test_store_that_is_not_sqlite(tmp_path: Path) -> None:
     out = runner.invoke(app, ["trace", "list", "--store", str(bad)])
     assert out.exit_code == 2
     assert out.output == (
-        f"error: cannot open the state store {str(bad)!r}: file is not a database; "
-        "point store= at a writable SQLite file\n"
+        f"error: cannot read the state store {str(bad)!r}: file is not a database; "
+        "pass --store with the file given to Dispatcher(store=...)\n"
     )
 
 

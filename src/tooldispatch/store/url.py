@@ -1,0 +1,83 @@
+"""Choosing a store from what a user passes: a SQLite path, or a database URL.
+
+``open_store("state.db")`` and ``open_store(":memory:")`` give a ``SQLiteStore``;
+``open_store("postgresql://user:pw@host:5432/db")`` (or ``postgres://``) gives a ``PostgresStore``.
+Any other ``scheme://`` is refused with a message naming what is served, so a URL never silently becomes a
+file path. The command line takes the same value from ``--store`` or ``TOOLDISPATCH_STORE``.
+
+``redact`` is how a URL is shown: the password (in the URL or its query) is replaced by ``***``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from tooldispatch.errors import ConfigError
+from tooldispatch.store.base import StateStore
+
+ENV_VAR = "TOOLDISPATCH_STORE"
+"""The environment variable the command line reads the store from when ``--store`` is not given."""
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_POSTGRES = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9]+)?:", re.IGNORECASE)
+
+
+def is_postgres(target: str | Path) -> bool:
+    """Whether ``target`` names a PostgreSQL store."""
+    return isinstance(target, str) and _POSTGRES.match(target) is not None
+
+
+def redact(target: str) -> str:
+    """``target`` as it may be shown: a URL's password (in its netloc or query) becomes ``***``."""
+    if not _URL.match(target):
+        return target
+    try:
+        parts = urlsplit(target)
+    except ValueError:
+        return target.split("://", 1)[0] + "://***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, sep, _ = userinfo.partition(":")
+        netloc = f"{user}:***@{hostport}" if sep else f"{userinfo}@{hostport}"
+    query = parts.query
+    if query:
+        pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+        query = urlencode(pairs, safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def open_store(target: str | Path | StateStore, *, readonly: bool = False) -> StateStore:
+    """The store ``target`` names, opened (and migrated unless ``readonly``).
+
+    Args:
+        target: a SQLite file path, ``":memory:"``, a ``postgresql://`` URL, or an open store (returned as is).
+        readonly: open an existing store for reading only: nothing is created or migrated, and a database
+            that is not a tooldispatch store is refused.
+
+    Raises:
+        ConfigError: the URL's scheme is not served, the PostgreSQL driver is not installed, or the store
+            cannot be opened (each message says what to do).
+    """
+    if not isinstance(target, str | Path):
+        return target
+    text = str(target)
+    if is_postgres(text):
+        try:
+            from tooldispatch.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ConfigError(
+                f"the store {redact(text)} needs the PostgreSQL driver: pip install 'tooldispatch[postgres]'"
+            ) from exc
+        return PostgresStore(text, readonly=readonly)
+    if _URL.match(text) or text.lower().startswith(("sqlite:", "mysql:", "mariadb:")):
+        scheme = text.split(":", 1)[0]
+        raise ConfigError(
+            f"the store {redact(text)} uses {scheme!r}, which tooldispatch does not serve; pass a SQLite file "
+            "path or a postgresql:// URL"
+        )
+    from tooldispatch.store.sqlite import SQLiteStore
+
+    return SQLiteStore(text, readonly=readonly)
