@@ -40,12 +40,18 @@ def _backend(profile: str, model: str | None, base_url: str | None, parse: str |
     return backend_from_profile(prof, **overrides)
 
 
-def _demo_world(store: Path | None) -> tuple[Any, Any]:
+STORE_HELP = (
+    "The dispatcher's store: a SQLite file, or a postgresql:// URL shared by many workers (also read from "
+    "TOOLDISPATCH_STORE); in memory when not given."
+)
+
+
+def _demo_world(store: str | None) -> tuple[Any, Any]:
     from tooldispatch.dispatch import Dispatcher
     from tooldispatch.tools.demo import DemoWorld, build_registry
 
     world = DemoWorld.seed()
-    dispatcher = Dispatcher(build_registry(world), store=str(store) if store else ":memory:")
+    dispatcher = Dispatcher(build_registry(world), store=store or ":memory:")
     return world, dispatcher
 
 
@@ -76,7 +82,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         ] = "auto",
         max_turns: Annotated[int, typer.Option(help="Turn budget.")] = 6,
         max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 384,
-        store: Annotated[Path | None, typer.Option(help="SQLite file for traces and idempotency.")] = None,
+        store: Annotated[str | None, typer.Option(envvar="TOOLDISPATCH_STORE", help=STORE_HELP)] = None,
         json_out: Annotated[Path | None, typer.Option("--json", help="Write the transcript and traces here.")] = None,
     ) -> None:
         """Run one task with the agent loop and show the turns live."""
@@ -110,6 +116,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option(help="Model as NAME@QUANT or the served model id.")] = None,
         base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
         max_turns: Annotated[int, typer.Option(help="Turn budget per message.")] = 6,
+        store: Annotated[str | None, typer.Option(envvar="TOOLDISPATCH_STORE", help=STORE_HELP)] = None,
     ) -> None:
         """Talk to the agent in the demo world; each line is a task, the world persists. Ctrl-D ends."""
         from tooldispatch.agent import Agent, Budget
@@ -117,7 +124,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 
         try:
             backend = _backend(profile, model, base_url, None)
-            _, dispatcher = _demo_world(None)
+            _, dispatcher = _demo_world(store)
         except TooldispatchError as exc:
             raise _fail(exc) from exc
         agent = Agent(

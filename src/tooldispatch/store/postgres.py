@@ -46,6 +46,8 @@ class PostgresStore:
         pool_size: the most connections this process holds.
         connect_timeout_s: how long to wait for the server when connecting.
         readonly: open an existing store for reading only (nothing created or migrated).
+        validate: with ``readonly``, refuse a database that is not an up-to-date tooldispatch store (``False``
+            only to inspect one with ``check()``).
 
     Raises:
         ConfigError: the server is unreachable, refuses the credentials, lacks the database, holds a schema
@@ -55,7 +57,13 @@ class PostgresStore:
     dialect: Dialect = "postgresql"
 
     def __init__(
-        self, url: str, *, pool_size: int = 10, connect_timeout_s: float = 5.0, readonly: bool = False
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        connect_timeout_s: float = 5.0,
+        readonly: bool = False,
+        validate: bool = True,
     ) -> None:
         self.target = redact(url)
         self.readonly = readonly
@@ -73,10 +81,10 @@ class PostgresStore:
         try:
             with psycopg.connect(**params) as conn:
                 self.server = f"PostgreSQL {conn.info.server_version // 10000}.{conn.info.server_version % 10000}"
-                if readonly:
-                    self._check_readable(conn)
-                else:
+                if not readonly:
                     self._migrate(conn)
+                elif validate:
+                    self._check_readable(conn)
         except psycopg.Error as exc:
             raise self._explain(exc) from None
         kwargs = {k: v for k, v in params.items() if k not in ("dbname", "host", "port", "user", "password")}

@@ -37,6 +37,8 @@ class SQLiteStore:
         synchronous: SQLite's ``synchronous`` pragma (see the module docstring).
         busy_timeout_s: how long to wait for another process holding the write lock.
         readonly: open an existing store for reading only (see the module docstring).
+        validate: with ``readonly``, refuse a file that is not an up-to-date tooldispatch store (``False`` only
+            to inspect one with ``check()``).
 
     Raises:
         ConfigError: the file cannot be opened, is not a SQLite database, holds a schema newer than this
@@ -52,6 +54,7 @@ class SQLiteStore:
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_s: float = 10.0,
         readonly: bool = False,
+        validate: bool = True,
     ) -> None:
         self.path = str(path)
         self.target = self.path
@@ -61,7 +64,8 @@ class SQLiteStore:
         try:
             if readonly:
                 self._conn = _open_readonly(self.path, busy_timeout_s)
-                self._check_readable()
+                if validate:
+                    self._check_readable()
                 return
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)

@@ -49,13 +49,14 @@ def redact(target: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def open_store(target: str | Path | StateStore, *, readonly: bool = False) -> StateStore:
+def open_store(target: str | Path | StateStore, *, readonly: bool = False, validate: bool = True) -> StateStore:
     """The store ``target`` names, opened (and migrated unless ``readonly``).
 
     Args:
         target: a SQLite file path, ``":memory:"``, a ``postgresql://`` URL, or an open store (returned as is).
         readonly: open an existing store for reading only: nothing is created or migrated, and a database
             that is not a tooldispatch store is refused.
+        validate: ``False`` with ``readonly`` opens any database of the right kind, to inspect it (``check()``).
 
     Raises:
         ConfigError: the URL's scheme is not served, the PostgreSQL driver is not installed, or the store
@@ -71,7 +72,7 @@ def open_store(target: str | Path | StateStore, *, readonly: bool = False) -> St
             raise ConfigError(
                 f"the store {redact(text)} needs the PostgreSQL driver: pip install 'tooldispatch[postgres]'"
             ) from exc
-        return PostgresStore(text, readonly=readonly)
+        return PostgresStore(text, readonly=readonly, validate=validate)
     if _URL.match(text) or text.lower().startswith(("sqlite:", "mysql:", "mariadb:")):
         scheme = text.split(":", 1)[0]
         raise ConfigError(
@@ -80,4 +81,4 @@ def open_store(target: str | Path | StateStore, *, readonly: bool = False) -> St
         )
     from tooldispatch.store.sqlite import SQLiteStore
 
-    return SQLiteStore(text, readonly=readonly)
+    return SQLiteStore(text, readonly=readonly, validate=validate)
