@@ -165,3 +165,16 @@ def start(*, durable: bool = False) -> Server:
     log = (datadir / "server.log").read_text(errors="replace")[-2000:] if (datadir / "server.log").exists() else ""
     shutil.rmtree(datadir, ignore_errors=True)
     raise RuntimeError(f"pg_ctl could not start the server: {done.stderr.decode(errors='replace')}\n{log}")
+
+
+if __name__ == "__main__":
+    # A server for trying the PostgreSQL store by hand (the benchmark, the CLI): prints its URL, runs until Enter.
+    import sys
+
+    server = start(durable="--fast" not in sys.argv)
+    try:
+        db = server.create_database("tooldispatch")
+        print(db, flush=True)
+        input("PostgreSQL is running; press Enter to stop it and delete its data\n")
+    finally:
+        server.stop()

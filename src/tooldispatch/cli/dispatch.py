@@ -295,8 +295,21 @@ def bench_dispatch(
     sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions for the throughput run.")] = 8,
     calls_per_session: Annotated[int, typer.Option(min=10, help="Calls per session in the throughput run.")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Compare the durable side-effecting call and calls/s with 1, 4 and 16 worker processes on this "
+            "store (a postgresql:// URL) with a SQLite file, side by side.",
+        ),
+    ] = None,
 ) -> None:
     """Dispatch overhead against a bare function call, and calls/s with concurrent sessions."""
+    if store is not None:
+        from tooldispatch.cli.store_bench import print_store_bench
+
+        print_store_bench(store, as_json=as_json)
+        return
     from tooldispatch.bench.dispatch import run_dispatch_bench
 
     result = run_dispatch_bench(

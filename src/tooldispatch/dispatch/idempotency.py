@@ -151,10 +151,11 @@ class IdempotencyStore:
             # the record was released between the two statements: claim again
 
     def complete(self, key: str, *, status: str, reason: str | None, content: str) -> None:
-        """Store the result to replay."""
+        """Store the result to replay (if a server crash loses it, the call reads as outcome unknown: safe)."""
         self._store.execute(
             "UPDATE idempotency SET state = 'completed', status = ?, reason = ?, content = ? WHERE key = ?",
             (status, reason, content, key),
+            durable=False,
         )
 
     def mark_unknown(self, key: str, *, reason: str, content: str) -> None:
@@ -162,6 +163,7 @@ class IdempotencyStore:
         self._store.execute(
             "UPDATE idempotency SET state = 'unknown', status = 'error', reason = ?, content = ? WHERE key = ?",
             (reason, content, key),
+            durable=False,
         )
 
     def release(self, key: str) -> None:

@@ -119,7 +119,7 @@ class State:
 
     def stamp_fresh(self, session_id: str, resource: str, now: float) -> None:
         """Record that ``resource`` was refreshed now (a later stamp already recorded is kept)."""
-        self.store.execute(_STAMP_FRESH, (session_id, resource, now))
+        self.store.execute(_STAMP_FRESH, (session_id, resource, now), durable=False)
 
     # approvals
     def add_approval(
@@ -246,9 +246,9 @@ class State:
         ]
         full = [(trace.id, result) for trace, _, result in batch if result is not None]
         if len(rows) == 1 and not full:
-            self.store.execute(_TRACE_INSERT, rows[0])
+            self.store.execute(_TRACE_INSERT, rows[0], durable=False)
             return
-        with self.store.transaction():
+        with self.store.transaction(durable=False):
             self.store.executemany(_TRACE_INSERT, rows)
             if full:
                 self.store.executemany(_RESULT_INSERT, full)

@@ -5,6 +5,8 @@ shared by many workers). Callers write portable SQL with ``?`` placeholders; eac
 driver. What both guarantee, and what callers rely on for concurrency:
 
 - ``execute`` and the fetches outside a transaction commit at once (autocommit);
+- ``durable=False`` marks a write whose loss in a crash of the database server is safe (a stored result, a
+  trace, a freshness stamp): PostgreSQL then does not wait for its disk; SQLite ignores it;
 - ``transaction()`` runs a block atomically; nested blocks on the same thread join the outer one;
 - one statement is atomic against every other worker, so take-once and counters are single statements:
   ``UPDATE … WHERE state = 'pending'`` (approvals, saga entries), ``INSERT … ON CONFLICT … DO UPDATE …
@@ -88,15 +90,15 @@ class StateStore(Protocol):
     target: str
     closed: bool
 
-    def transaction(self) -> AbstractContextManager[Connection]:
+    def transaction(self, *, durable: bool = True) -> AbstractContextManager[Connection]:
         """Run a block atomically; commits on success, rolls back on an exception."""
         ...
 
-    def execute(self, sql: str, params: Params = ()) -> int:
+    def execute(self, sql: str, params: Params = (), *, durable: bool = True) -> int:
         """Run one statement and return the changed row count."""
         ...
 
-    def executemany(self, sql: str, rows: Sequence[Params]) -> int:
+    def executemany(self, sql: str, rows: Sequence[Params], *, durable: bool = True) -> int:
         """Run one statement for each row (atomically when inside ``transaction()``)."""
         ...
 

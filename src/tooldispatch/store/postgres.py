@@ -8,8 +8,16 @@ SQLite. Atomicity across workers comes from single statements (see ``store.base`
 across round trips.
 
 Migrations run under a transaction-scoped advisory lock, so workers starting together migrate once.
-Durability is the server's (``synchronous_commit``, on by default): a committed in-flight record survives
-the worker being killed, and the server's crash as well.
+
+Durability: every commit reaches the server before the call returns, so it survives the worker being
+killed. A write that guards a side effect (an in-flight claim, a quota count, an approval decision) also
+waits for the server's disk (``synchronous_commit`` as the server sets it, ``on`` by default), so it
+survives the server's crash too. A write whose loss is safe (``durable=False``: a stored result, whose loss
+leaves the call "outcome unknown"; a trace; a freshness stamp, whose loss makes state look stale) goes
+through a second pool whose sessions set ``synchronous_commit = off``: it is visible at once and flushed
+within a fraction of a second, without a disk wait per call. A URL with
+``?options=-c%20synchronous_commit%3Doff`` relaxes every write, like SQLite's ``synchronous=NORMAL``
+(survives any worker crash, may lose the last commits if the database server or its host crashes).
 
 Credentials never leave this module: the store is shown as ``redact(url)``, and any driver message is
 scrubbed of the password before it becomes an error.
@@ -87,20 +95,18 @@ class PostgresStore:
                     self._check_readable(conn)
         except psycopg.Error as exc:
             raise self._explain(exc) from None
-        kwargs = {k: v for k, v in params.items() if k not in ("dbname", "host", "port", "user", "password")}
-        conninfo = {k: v for k, v in params.items() if k not in kwargs}
-        self._pool = ConnectionPool(
-            kwargs={**conninfo, **kwargs},
-            min_size=1,
-            max_size=max(1, pool_size),
-            timeout=max(10.0, connect_timeout_s),
-            open=False,
-            name="tooldispatch-store",
-        )
+        relaxed = {**params, "options": (str(params.get("options") or "") + " -c synchronous_commit=off").strip()}
+        timeout = max(10.0, connect_timeout_s)
+        self._pools: dict[bool, ConnectionPool[Any]] = {}
         try:
-            self._pool.open(wait=True, timeout=max(10.0, connect_timeout_s))
+            for durable, settings in ((True, params), (False, relaxed)):
+                pool: ConnectionPool[Any] = ConnectionPool(
+                    kwargs=settings, min_size=1, max_size=max(1, pool_size), timeout=timeout, open=False
+                )
+                self._pools[durable] = pool
+                pool.open(wait=True, timeout=timeout)
         except PoolTimeout:
-            self._pool.close()
+            self.close()
             raise ConfigError(
                 f"cannot connect to the PostgreSQL store {self.target}: the server stopped answering; check "
                 "that it is running"
@@ -175,14 +181,14 @@ class PostgresStore:
     # ------------------------------------------------------------------ statements
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, durable: bool = True) -> Iterator[psycopg.Connection[Any]]:
         """The connection of this thread's open transaction, else one from the pool for one statement."""
         current: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if current is not None:
             yield current
             return
         try:
-            with self._pool.connection() as conn:
+            with self._pools[durable].connection() as conn:
                 yield conn
         except PoolTimeout:
             raise ConfigError(
@@ -191,32 +197,32 @@ class PostgresStore:
             ) from None
 
     @contextmanager
-    def transaction(self) -> Iterator[_Conn]:
+    def transaction(self, *, durable: bool = True) -> Iterator[_Conn]:
         """Run a block atomically on one pooled connection; commits on success.
 
-        Nested blocks on the same thread join the outer transaction.
+        Nested blocks on the same thread join the outer transaction (and its durability).
         """
         current: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if current is not None:
             yield _Conn(current)
             return
-        with self._connection() as conn, conn.transaction():
+        with self._connection(durable) as conn, conn.transaction():
             self._local.conn = conn
             try:
                 yield _Conn(conn)
             finally:
                 self._local.conn = None
 
-    def execute(self, sql: str, params: Params = ()) -> int:
+    def execute(self, sql: str, params: Params = (), *, durable: bool = True) -> int:
         """Run one statement (committed at once outside a transaction) and return the changed row count."""
-        with self._connection() as conn:
+        with self._connection(durable) as conn:
             return conn.execute(*_adapt(sql, params)).rowcount
 
-    def executemany(self, sql: str, rows: Sequence[Params]) -> int:
+    def executemany(self, sql: str, rows: Sequence[Params], *, durable: bool = True) -> int:
         """Run one statement for each row (atomically when inside ``transaction()``)."""
         if not rows:
             return 0
-        with self._connection() as conn, conn.cursor() as cur:
+        with self._connection(durable) as conn, conn.cursor() as cur:
             cur.executemany(_placeholders(sql), rows)
             return cur.rowcount
 
@@ -232,10 +238,11 @@ class PostgresStore:
             return [tuple(r) for r in conn.execute(*_adapt(sql, params)).fetchall()]
 
     def close(self) -> None:
-        """Close the pool; the store cannot be used afterwards."""
+        """Close the pools; the store cannot be used afterwards."""
         if not self.closed:
             self.closed = True
-            self._pool.close()
+            for pool in self._pools.values():
+                pool.close()
 
     # ------------------------------------------------------------------ errors
 

@@ -153,10 +153,11 @@ class SQLiteStore:
         return int(row[0]) if row else 0
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """Run a block atomically, holding the write lock from the start; commits on success.
 
-        Nested blocks join the outer transaction.
+        Nested blocks join the outer transaction. ``durable`` is the PostgreSQL store's: here every commit has
+        the file's ``synchronous`` setting.
         """
         with self._lock:
             if self._conn.in_transaction:
@@ -170,7 +171,7 @@ class SQLiteStore:
                 raise
             self._conn.execute("COMMIT")
 
-    def execute(self, sql: str, params: Params = ()) -> int:
+    def execute(self, sql: str, params: Params = (), *, durable: bool = True) -> int:
         """Run one statement (committed at once outside a transaction) and return the changed row count."""
         with self._lock:
             return self._conn.execute(sql, params).rowcount
@@ -181,7 +182,7 @@ class SQLiteStore:
             row = self._conn.execute(sql, params).fetchone()
             return tuple(row) if row is not None else None
 
-    def executemany(self, sql: str, rows: Sequence[Params]) -> int:
+    def executemany(self, sql: str, rows: Sequence[Params], *, durable: bool = True) -> int:
         """Run one statement for each row (atomically when inside ``transaction()``)."""
         with self._lock:
             return self._conn.executemany(sql, rows).rowcount
