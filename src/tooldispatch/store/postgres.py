@@ -97,20 +97,14 @@ class PostgresStore:
             raise self._explain(exc) from None
         relaxed = {**params, "options": (str(params.get("options") or "") + " -c synchronous_commit=off").strip()}
         timeout = max(10.0, connect_timeout_s)
+        # The pools connect in the background: the connection above already proved the URL works.
         self._pools: dict[bool, ConnectionPool[Any]] = {}
-        try:
-            for durable, settings in ((True, params), (False, relaxed)):
-                pool: ConnectionPool[Any] = ConnectionPool(
-                    kwargs=settings, min_size=1, max_size=max(1, pool_size), timeout=timeout, open=False
-                )
-                self._pools[durable] = pool
-                pool.open(wait=True, timeout=timeout)
-        except PoolTimeout:
-            self.close()
-            raise ConfigError(
-                f"cannot connect to the PostgreSQL store {self.target}: the server stopped answering; check "
-                "that it is running"
-            ) from None
+        for durable, settings in ((True, params), (False, relaxed)):
+            pool: ConnectionPool[Any] = ConnectionPool(
+                kwargs=settings, min_size=1, max_size=max(1, pool_size), timeout=timeout, open=False
+            )
+            pool.open(wait=False)
+            self._pools[durable] = pool
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.target!r})"

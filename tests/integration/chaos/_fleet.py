@@ -111,4 +111,6 @@ def work(url: str, worker: str, start: int, stop: int, stop_file: Path, grants: 
                     continue  # another worker took it first
                 log.write(f"{pending.id}\n")
             n = n + 1 if n + 1 < stop else 0
+            if signal_fd is None:
+                time.sleep(0.01)  # the steady workers leave CPU to the restarts (two cores run all five)
         log.write(f"done {n}\n")

@@ -22,6 +22,8 @@ psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip i
 
 KILLS = 50
 STEPS = 1_000_000  # never reached: the workers keep meeting new calls until told to stop
+AHEAD = 20  # a restarted worker starts this many steps past the others: its first calls are new ones, which
+# the others then meet in flight (or done) when they get there
 FORK = multiprocessing.get_context("fork")
 
 
@@ -52,7 +54,7 @@ def test_fleet_sigkill_mid_call_never_duplicates(pg_url: str, tmp_path: Path) ->
         while kills < KILLS:
             assert time.monotonic() < deadline, f"only {kills} kills in 90 s"
             read_fd, write_fd = os.pipe()
-            starts.append(_front(pg_url) + 1)
+            starts.append(_front(pg_url) + AHEAD)
             victim = FORK.Process(
                 target=work,
                 args=(pg_url, f"v{kills}", starts[-1], STEPS, stop_file, tmp_path / f"grants-v{kills}", write_fd),
