@@ -49,6 +49,8 @@ from tooldispatch.errors import ConfigError, ToolTimeout
 from tooldispatch.store import Store
 
 T = TypeVar("T")
+StopCheck = Callable[[], str | None]
+"""Asked before a call starts: ``None`` to go on, or the message saying why it (and the rest) will not run."""
 CallInput = Any  # a ToolCall, a {"name", "arguments"} mapping, or a (name, arguments) pair
 
 
@@ -215,12 +217,16 @@ class Dispatcher:
         """Run several calls synchronously; see ``adispatch_many``."""
         return self._run_sync(self.adispatch_many(calls, **options))
 
-    async def adispatch_many(self, calls: Iterable[CallInput], **options: Any) -> list[DispatchResult]:
+    async def adispatch_many(
+        self, calls: Iterable[CallInput], *, stop_when: StopCheck | None = None, **options: Any
+    ) -> list[DispatchResult]:
         """Run several calls: consecutive read-only, concurrency-safe calls in parallel, the others in order.
 
         Args:
             calls: ``ToolCall`` values, ``{"name", "arguments"[, "id"]}`` mappings or ``(name, arguments)`` pairs.
                 A ``ToolCall``'s parser repairs go into its trace.
+            stop_when: asked before each call (or parallel batch) starts; when it returns a message, that
+                call and every later one are not run: each is rejected as ``not_run`` with the message.
             **options: passed to ``adispatch`` for every call (``session_id``, ``trigger``, ...).
 
         Returns:
@@ -230,6 +236,20 @@ class Dispatcher:
         results: list[DispatchResult | None] = [None] * len(items)
         index = 0
         while index < len(items):
+            stop = stop_when() if stop_when is not None else None
+            if stop is not None:
+                for i in range(index, len(items)):
+                    results[i] = self.refuse(
+                        items[i][0],
+                        items[i][1],
+                        reason="not_run",
+                        message=stop,
+                        suggestion="call it again in a later run if it is still needed",
+                        session_id=options.get("session_id", "default"),
+                        trigger=options.get("trigger", "model"),
+                        call_id=items[i][2],
+                    )
+                break
             batch = [index]
             tool = self.registry.get(items[index][0])
             if tool is not None and tool.parallel_safe:
@@ -256,6 +276,31 @@ class Dispatcher:
                 results[i] = out
             index += len(batch)
         return [r for r in results if r is not None]
+
+    def refuse(
+        self,
+        name: str,
+        args: Any,
+        *,
+        reason: str,
+        message: str,
+        suggestion: str | None,
+        session_id: str = "default",
+        trigger: str = "model",
+        call_id: str | None = None,
+    ) -> DispatchResult:
+        """Record a call that is not run (a budget or a per-turn cap refused it) as ``rejected``, with a trace.
+
+        Nothing is invoked and no idempotency record is made: the same call may run later.
+        """
+        call = self._new_call(name, args, session_id, trigger, call_id)
+        broken = self._unreadable(call, args)
+        if broken is not None:
+            return broken
+        call.tool = self.registry.get(call.name)
+        if isinstance(args, Mapping):
+            call.args = dict(args)
+        return self._reject(call, reason, message, suggestion)
 
     def approve(self, approval_id: str, args: Mapping[str, Any] | None = None) -> DispatchResult:
         """Approve a suspended call and run it now (synchronously); see ``aapprove``."""
