@@ -27,7 +27,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -78,6 +78,7 @@ class _Call:
     compensation: SagaEntry | None = None
     possibly_running: bool = False
     bounded_chars: int = 0
+    idem_expires_at: float | None = None
 
 
 class Dispatcher:
@@ -91,7 +92,11 @@ class Dispatcher:
         rand: uniform [0, 1) source for retry jitter.
         compensate_on_failure: run the session's pending compensations when a side-effecting call fails
             during execution (the saga aborts).
-        max_workers: worker threads for sync tools.
+        max_workers: the most worker threads for sync tools, over every tool.
+        tool_workers: the most worker threads one tool holds (its own small pool), so that a tool whose
+            calls hang cannot starve the others.
+        capacity_wait_s: the most seconds a sync call waits for a free worker of its tool; past it, the call
+            is refused as ``no_capacity`` without having started (retryable). ``None``: the tool's timeout.
 
     Attributes:
         warnings: registry warnings plus descriptions changed under the same version.
@@ -110,6 +115,8 @@ class Dispatcher:
         rand: Callable[[], float] = random.random,
         compensate_on_failure: bool = True,
         max_workers: int = 256,
+        tool_workers: int = 8,
+        capacity_wait_s: float | None = None,
     ) -> None:
         registry.check()
         self.registry = registry
@@ -122,7 +129,12 @@ class Dispatcher:
         weakref.finalize(self, self._state.flush)
         self._idem = IdempotencyStore(self.store)
         self._saga = SagaJournal(self.store)
-        self._executor = Executor(max_workers=max_workers, monotonic=self.clock.monotonic)
+        self._executor = Executor(
+            max_workers=max_workers,
+            tool_workers=tool_workers,
+            capacity_wait_s=capacity_wait_s,
+            monotonic=self.clock.monotonic,
+        )
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._loops_lock = threading.Lock()
@@ -379,8 +391,16 @@ class Dispatcher:
         return self._saga.entries(session_id)
 
     def metrics(self, tool: str | None = None) -> MetricsReport:
-        """Per-tool rates over the persisted traces, flagged against the action thresholds."""
-        return report([t.to_dict() for t in self._state.traces(tool=tool)])
+        """Per-tool rates over the persisted traces, flagged against the action thresholds.
+
+        ``extra["abandoned_threads"]`` is live: per tool, calls given up at their timeout whose worker thread
+        is still running them in this process.
+        """
+        found = report([t.to_dict() for t in self._state.traces(tool=tool)])
+        abandoned = self._executor.abandoned()
+        if tool is not None:
+            abandoned = {k: v for k, v in abandoned.items() if k == tool}
+        return replace(found, extra={**found.extra, "abandoned_threads": abandoned})
 
     def trace(self, trace_id: str) -> DispatchTrace | None:
         """A persisted trace."""
@@ -465,15 +485,17 @@ class Dispatcher:
             if rejected is not None:
                 return rejected
         if call.idem_key is not None:
+            now = self.clock.time()
             existing = self._idem.claim(
                 call.idem_key,
                 session_id=call.session_id,
                 tool=tool.name,
                 fp=fingerprint(call.args),
                 trace_id=call.trace_id,
-                now=self.clock.time(),
+                now=now,
                 ttl_s=tool.idempotency_ttl_s,
             )
+            call.idem_expires_at = now + tool.idempotency_ttl_s
             if existing is not None:
                 return self._answer_existing(call, existing)
         scope = admission.quota_scope(tool, call.args, call.session_id) if call.compensation is None else None
@@ -560,6 +582,8 @@ class Dispatcher:
         text: str | None = None
         while True:
             call.attempts += 1
+            if call.idem_key is not None:
+                self._keep_in_flight(call, tool)
             attempt = await self._executor.run(tool, call.args, exclusive=self._in_sync_call())
             tool_time += attempt.elapsed_s
             error, phase = None, "during"
@@ -590,6 +614,17 @@ class Dispatcher:
             return self._succeed(call, tool, value, text)
         assert error is not None
         return await self._fail(call, tool, error, phase)
+
+    def _keep_in_flight(self, call: _Call, tool: ToolDef) -> None:
+        """Make sure the in-flight record outlives this attempt: it must not expire while the call may still
+        be waiting for a worker or running (a short ``idempotency_ttl_s``, or a retry). It then lasts a full
+        TTL past the attempt's latest end."""
+        now = self.clock.time()
+        latest_end = now + self._executor.capacity_wait_s(tool) + tool.timeout_s
+        if call.idem_expires_at is None or call.idem_expires_at <= latest_end:
+            assert call.idem_key is not None
+            call.idem_expires_at = latest_end + tool.idempotency_ttl_s
+            self._idem.extend(call.idem_key, call.idem_expires_at)
 
     def _succeed(self, call: _Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
         shown = bound(text, tool.result_max_chars, call.trace_id)
