@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from tooldispatch.dispatch import admission
 from tooldispatch.dispatch.bounding import bound
 from tooldispatch.dispatch.clock import Clock, SystemClock
-from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, result_text
+from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, NoCapacity, result_text
 from tooldispatch.dispatch.failures import describe_failure
 from tooldispatch.dispatch.idempotency import IdempotencyStore, Record, fingerprint, judge, make_key
 from tooldispatch.dispatch.metrics import MetricsReport, report
@@ -580,6 +580,7 @@ class Dispatcher:
         phase: Phase = "during"
         value: Any = None
         text: str | None = None
+        ran: tuple[BaseException, Phase] | None = None  # the last failure of an attempt that started
         while True:
             call.attempts += 1
             if call.idem_key is not None:
@@ -602,6 +603,12 @@ class Dispatcher:
                     phase = "after"
             if error is None:
                 break
+            if isinstance(error, NoCapacity):
+                if ran is not None:  # an earlier attempt did start: its failure is the one to report
+                    error, phase = ran
+                    break
+            else:
+                ran = (error, phase)
             if isinstance(error, InvalidResult):
                 break
             decision = decide(tool.read_only, phase, error, call.attempts, tool.max_attempts, rand=self._rand)
