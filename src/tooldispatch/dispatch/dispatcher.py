@@ -24,6 +24,7 @@ import json
 import os
 import random
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -133,7 +134,8 @@ class Dispatcher:
             max_workers=max_workers,
             tool_workers=tool_workers,
             capacity_wait_s=capacity_wait_s,
-            monotonic=self.clock.monotonic,
+            # SystemClock.monotonic is time.perf_counter: passed as itself, workers stamp starts without a call.
+            monotonic=time.perf_counter if type(self.clock) is SystemClock else self.clock.monotonic,
         )
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []

@@ -143,28 +143,43 @@ Outcome = tuple[bool, Any]
 _Settle = Callable[[bool, Any], None]
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = 0, 1, 2, 3
+_now = time.perf_counter
+"""The clock of queue waits and deadlines (monotonic)."""
 
 
 class _Job:
-    """One sync call handed to a pool: its state moves, under the pool's lock, from queued to running to done,
-    or from queued to cancelled when nobody picked it up in time (then it never runs)."""
+    """One sync call handed to a pool: it moves from queued to running to done, or from queued to cancelled
+    when nobody picked it up in time (then it never runs). Whichever of the worker (to start it) and the
+    waiter (to cancel it) takes ``claim`` first decides which."""
 
-    __slots__ = ("abandoned", "args", "fn", "kwargs", "queued_at", "settle", "started_at", "started_clock", "state")
+    __slots__ = (
+        "abandoned",
+        "args",
+        "claim",
+        "fn",
+        "kwargs",
+        "queued_at",
+        "settle",
+        "started_at",
+        "started_clock",
+        "state",
+    )
 
     def __init__(self, settle: _Settle, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.settle = settle
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
+        self.claim = threading.Lock()
         self.state = _QUEUED
-        self.queued_at = time.monotonic()
+        self.queued_at = _now()
         self.started_at = 0.0
         self.started_clock = 0.0
         self.abandoned = False
 
 
 class _Verdict:
-    """What a waiter does next: wait until ``until`` (``time.monotonic``), or give up as ``no_capacity`` or
+    """What a waiter does next: wait until ``until`` (``_now``), or give up as ``no_capacity`` or
     ``timeout``."""
 
     __slots__ = ("kind", "until")
@@ -231,8 +246,8 @@ class _Handoff:
         """The outcome, or the verdict of ``check`` (asked whenever the time it gave passes) that gave up."""
         done = self._done
         if _yield_cpu is not None:
-            spin_until = time.monotonic() + SPIN_S
-            while time.monotonic() < spin_until:
+            spin_until = _now() + SPIN_S
+            while _now() < spin_until:
                 if done.acquire(False):
                     assert self.outcome is not None
                     return self.outcome
@@ -243,7 +258,7 @@ class _Handoff:
                 # The outcome may have come between the last wait and the verdict; the verdict stands, as the
                 # pool already recorded it (the call was cancelled before starting, or abandoned).
                 return verdict
-            remaining = verdict.until - time.monotonic()
+            remaining = verdict.until - _now()
             if done.acquire(timeout=min(max(remaining, 0.0), threading.TIMEOUT_MAX)):
                 assert self.outcome is not None
                 return self.outcome
@@ -260,7 +275,7 @@ class WorkerThreads:
     Args:
         max_workers: the most threads of this pool.
         budget: the limit on threads over every pool (a private one when omitted).
-        clock: the clock that stamps when a call starts, for its elapsed time.
+        clock: the clock that stamps when a call starts, for its elapsed time (``None``: ``time.perf_counter``).
     """
 
     def __init__(
@@ -268,7 +283,7 @@ class WorkerThreads:
         max_workers: int = 256,
         *,
         budget: _ThreadBudget | None = None,
-        clock: Callable[[], float] = time.perf_counter,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
         self._lock = threading.Lock()
@@ -309,7 +324,7 @@ class WorkerThreads:
                 return
             verdict = self._check(job, wait_s, timeout_s)
             if verdict.kind == "wait":
-                loop.call_at(loop.time() + max(verdict.until - time.monotonic(), 0.0), on_check)
+                loop.call_at(loop.time() + max(verdict.until - _now(), 0.0), on_check)
             elif verdict.kind == "no_capacity":
                 future.set_exception(NoCapacity(""))
             else:
@@ -342,13 +357,15 @@ class WorkerThreads:
     def _check(self, job: _Job, wait_s: float, timeout_s: float | None) -> _Verdict:
         """Decide, under the lock, whether a waiter goes on waiting; cancels a job that waited too long to
         start, and counts a timed-out running one as abandoned."""
-        now = time.monotonic()
+        now = _now()
         with self._lock:
             if job.state == _QUEUED:
-                if now >= job.queued_at + wait_s:
+                if now < job.queued_at + wait_s:
+                    return _Verdict("wait", job.queued_at + wait_s)
+                if job.claim.acquire(False):
                     job.state = _CANCELLED
                     return _NO_CAPACITY
-                return _Verdict("wait", job.queued_at + wait_s)
+                return _Verdict("wait", now + 0.001)  # a worker is starting it this moment
             if job.state == _RUNNING and timeout_s is not None:
                 if now >= job.started_at + timeout_s:
                     job.abandoned = True
@@ -380,13 +397,14 @@ class WorkerThreads:
             if job is None:
                 self._budget.give_back()
                 return
-            with self._lock:
-                if job.state != _QUEUED:  # cancelled: it waited too long and will never run
+            if not job.claim.acquire(False):  # cancelled: it waited too long and will never run
+                with self._lock:
                     self._free()
-                    continue
-                job.state = _RUNNING
-                job.started_at = time.monotonic()
-                job.started_clock = self._clock()
+                continue
+            now = _now()
+            job.started_at = now
+            job.started_clock = now if self._clock is None else self._clock()
+            job.state = _RUNNING
             try:
                 outcome: Outcome = (True, job.fn(*job.args, **job.kwargs))
             except Exception as exc:
@@ -467,7 +485,8 @@ class Executor:
             with self._pools_lock:
                 pool = self._pools.get(tool.name)
                 if pool is None:
-                    pool = WorkerThreads(self._tool_workers, budget=self._budget, clock=self._monotonic)
+                    clock = None if self._monotonic is time.perf_counter else self._monotonic
+                    pool = WorkerThreads(self._tool_workers, budget=self._budget, clock=clock)
                     self._pools[tool.name] = pool
         return pool
 

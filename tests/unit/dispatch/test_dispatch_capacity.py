@@ -60,7 +60,7 @@ def test_fault12_hung_tool_cannot_starve_other_tools(release: threading.Event) -
     tools still run (each tool has its own small pool); the hung tool's excess calls never start and say
     no_capacity, not possibly running; the abandoned threads are counted in the metrics."""
     effects: list[str] = []
-    with Dispatcher(_registry(release, effects), max_workers=16) as d:
+    with Dispatcher(_registry(release, effects), max_workers=16, capacity_wait_s=0.5) as d:
         hung = d.dispatch_many([("hang", {"n": i}) for i in range(16)], session_id="s")
         outcomes = sorted((r.reason, r.trace.possibly_running) for r in hung)
         assert outcomes == [("no_capacity", False)] * 8 + [("timeout", True)] * 8
@@ -68,7 +68,7 @@ def test_fault12_hung_tool_cannot_starve_other_tools(release: threading.Event) -
         envelope = json.loads(refused.content)
         assert (envelope["recoverable"], envelope["attempts"]) == (True, 1)
         assert envelope["message"] == (
-            "hang did not start: all 8 of its workers were busy for 0.2 s (8 of its calls are still running "
+            "hang did not start: all 8 of its workers were busy for 0.5 s (8 of its calls are still running "
             "after their timeout); it was not run"
         )
         fast = d.dispatch("fast", {"n": 1}, session_id="s")
