@@ -28,12 +28,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tooldispatch.dispatch import admission
 from tooldispatch.dispatch.bounding import bound
+from tooldispatch.dispatch.call import Call, CallInput, StopCheck, call_parts
 from tooldispatch.dispatch.clock import Clock, SystemClock
 from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, NoCapacity, result_text
 from tooldispatch.dispatch.failures import describe_failure
@@ -50,36 +51,6 @@ from tooldispatch.errors import ConfigError, ToolTimeout
 from tooldispatch.store import Store
 
 T = TypeVar("T")
-StopCheck = Callable[[], str | None]
-"""Asked before a call starts: ``None`` to go on, or the message saying why it (and the rest) will not run."""
-CallInput = Any  # a ToolCall, a {"name", "arguments"} mapping, or a (name, arguments) pair
-
-
-@dataclass(slots=True)
-class _Call:
-    """Mutable facts gathered while one call moves through the pipeline."""
-
-    trace_id: str
-    session_id: str
-    name: str
-    raw_args: Any
-    trigger: str
-    call_id: str | None
-    t0: float
-    wall0: float
-    tool: ToolDef | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    repairs: list[Any] = field(default_factory=list)
-    latencies: dict[str, float] = field(default_factory=dict)
-    attempts: int = 0
-    retried: bool = False
-    idem_key: str | None = None
-    approval_id: str | None = None
-    approved: bool = False
-    compensation: SagaEntry | None = None
-    possibly_running: bool = False
-    bounded_chars: int = 0
-    idem_expires_at: float | None = None
 
 
 class Dispatcher:
@@ -246,7 +217,7 @@ class Dispatcher:
         Returns:
             One result per call, in the order given.
         """
-        items = [_call_parts(c) for c in calls]
+        items = [call_parts(c) for c in calls]
         results: list[DispatchResult | None] = [None] * len(items)
         index = 0
         while index < len(items):
@@ -435,8 +406,8 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ the pipeline
 
-    def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> _Call:
-        return _Call(
+    def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> Call:
+        return Call(
             trace_id=os.urandom(16).hex(),
             session_id=str(session_id),
             name=str(name),
@@ -447,7 +418,7 @@ class Dispatcher:
             wall0=self.clock.time(),
         )
 
-    async def _pipeline(self, call: _Call) -> DispatchResult:
+    async def _pipeline(self, call: Call) -> DispatchResult:
         broken = self._unreadable(call, call.raw_args)
         if broken is not None:
             return broken
@@ -512,7 +483,7 @@ class Dispatcher:
             return self._reject(call, "quota_exceeded", verdict.message, verdict.suggestion)
         return await self._execute(call, tool)
 
-    def _admit_resources(self, call: _Call, tool: ToolDef) -> DispatchResult | None:
+    def _admit_resources(self, call: Call, tool: ToolDef) -> DispatchResult | None:
         scope = admission.quota_scope(tool, call.args, call.session_id)
         if scope is not None:
             verdict = admission.admit_quota(tool, call.args, self._state.quota_used(tool.name, scope))
@@ -559,7 +530,7 @@ class Dispatcher:
             return self._finish(call, "awaiting_approval", "awaiting_approval", content, full=None)
         return None
 
-    def _answer_existing(self, call: _Call, record: Record) -> DispatchResult:
+    def _answer_existing(self, call: Call, record: Record) -> DispatchResult:
         assert call.tool is not None
         verdict = judge(record, fingerprint(call.args), call.tool.name)
         if verdict.action == "replay":
@@ -575,7 +546,7 @@ class Dispatcher:
             recoverable=verdict.action == "idempotency_mismatch",
         )
 
-    async def _execute(self, call: _Call, tool: ToolDef) -> DispatchResult:
+    async def _execute(self, call: Call, tool: ToolDef) -> DispatchResult:
         call.latencies["admission"] = self.clock.monotonic() - call.t0
         tool_time = 0.0
         error: BaseException | None = None
@@ -624,7 +595,7 @@ class Dispatcher:
         assert error is not None
         return await self._fail(call, tool, error, phase)
 
-    def _keep_in_flight(self, call: _Call, tool: ToolDef) -> None:
+    def _keep_in_flight(self, call: Call, tool: ToolDef) -> None:
         """Make sure the in-flight record outlives this attempt: it must not expire while the call may still
         be waiting for a worker or running (a short ``idempotency_ttl_s``, or a retry). It then lasts a full
         TTL past the attempt's latest end."""
@@ -635,7 +606,7 @@ class Dispatcher:
             call.idem_expires_at = latest_end + tool.idempotency_ttl_s
             self._idem.extend(call.idem_key, call.idem_expires_at)
 
-    def _succeed(self, call: _Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
+    def _succeed(self, call: Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
         shown = bound(text, tool.result_max_chars, call.trace_id)
         call.bounded_chars = shown.omitted
         now = self.clock.time()
@@ -656,7 +627,7 @@ class Dispatcher:
             )
         return self._finish(call, "ok", None, shown.text, full=text if shown.bounded else None, value=value)
 
-    async def _fail(self, call: _Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
+    async def _fail(self, call: Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
         reason, message, suggestion, recoverable = describe_failure(tool, error, phase)
         unknown_outcome = tool.side_effecting and phase != "before" and not is_permanent(error)
         if call.retried:
@@ -692,7 +663,7 @@ class Dispatcher:
             call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra
         )
 
-    def _unreadable(self, call: _Call, args: Any) -> DispatchResult | None:
+    def _unreadable(self, call: Call, args: Any) -> DispatchResult | None:
         """Reject a call whose arguments nest too deeply, or whose name, id or arguments hold an unpaired
         UTF-16 surrogate (not text); the trace records what it can store.
 
@@ -724,7 +695,7 @@ class Dispatcher:
         )
 
     def _reject(
-        self, call: _Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True
+        self, call: Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True
     ) -> DispatchResult:
         content = error_envelope(
             reason, call.name, message, recoverable=recoverable, attempts=0, retried=False, suggestion=suggestion
@@ -733,7 +704,7 @@ class Dispatcher:
 
     def _finish(
         self,
-        call: _Call,
+        call: Call,
         status: Status,
         reason: str | None,
         content: str,
@@ -819,21 +790,3 @@ class Dispatcher:
             return loop.run_until_complete(task)
         finally:
             self._local.task = None
-
-
-def _call_parts(item: CallInput) -> tuple[str, Any, str | None, tuple[Any, ...]]:
-    if isinstance(item, Mapping):
-        inner = item.get("function")
-        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else item
-        return str(fn.get("name")), fn.get("arguments"), item.get("id"), ()
-    if isinstance(item, tuple | list) and len(item) == 2:
-        return str(item[0]), item[1], None, ()
-    name = getattr(item, "name", None)
-    if name is not None:
-        return (
-            str(name),
-            getattr(item, "arguments", None),
-            getattr(item, "id", None),
-            tuple(getattr(item, "repairs", ())),
-        )
-    raise ConfigError(f"cannot read a call from {item!r:.120}; pass ToolCall values, mappings or (name, args) pairs")
