@@ -272,6 +272,7 @@ class OpenAICompatBackend:
         try:
             async with asyncio.timeout_at(deadline):
                 chunks = await self._client.chat.completions.create(**kwargs, stream=True, extra_body=extra)
+                await self._check_event_stream(chunks)
             try:
                 iterator = aiter(chunks)
                 while True:
@@ -296,6 +297,25 @@ class OpenAICompatBackend:
             )
         for event in events:
             yield event
+
+    async def _check_event_stream(self, chunks: Any) -> None:
+        """``ProviderError`` quoting the body when a streamed request was answered with something else."""
+        response = getattr(chunks, "response", None)
+        if response is None:
+            return
+        content_type = str(response.headers.get("content-type", ""))
+        media = content_type.split(";")[0].strip().lower()
+        # Only the bodies error pages come as; a stream labelled oddly (text/plain) is still read as one.
+        if media not in ("text/html", "application/json", "application/xhtml+xml"):
+            return
+        try:
+            body = (await response.aread()).decode("utf-8", errors="replace")
+        finally:
+            await chunks.close()
+        raise ProviderError(
+            f"the {self.dialect} endpoint at {self.base_url} answered a streamed request with "
+            f"{media} instead of an event stream: {_quoted(body)}"
+        )
 
     async def _next_chunk(self, iterator: AsyncIterator[Any], deadline: float) -> Any:
         """The next chunk of a stream, or None at its end, within the deadline and the idle timeout."""

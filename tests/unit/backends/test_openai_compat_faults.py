@@ -174,6 +174,18 @@ async def test_fault9_response_that_is_not_a_completion_is_a_provider_error(
     )
 
 
+async def test_fault9_streamed_request_answered_with_html_is_a_provider_error(raw_server: RawServer) -> None:
+    """Fault 9: a streamed request answered 200 with an HTML page (not an event stream) is a ProviderError
+    quoting the page."""
+    raw_server.queue.append(whole("text/html", "<html><body>Bad gateway</body></html>"))
+    with pytest.raises(ProviderError) as info:
+        await _drain(_backend(raw_server))
+    assert str(info.value) == (
+        f"the llama-server endpoint at {raw_server.url} answered a streamed request with text/html instead of "
+        "an event stream: '<html><body>Bad gateway</body></html>'"
+    )
+
+
 async def test_fault9_agent_returns_a_record_when_the_stream_is_garbage(raw_server: RawServer) -> None:
     """Fault 9: Agent.arun ends as backend_error with the message, instead of raising."""
     raw_server.queue.append(sse("data: [1,2,3]\n\ndata: [DONE]\n\n"))
