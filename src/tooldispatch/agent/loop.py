@@ -90,6 +90,13 @@ def _assistant_message(completion: Completion, calls: Sequence[ToolCall]) -> dic
     return message
 
 
+def _loop_time(deadline: float | None) -> float | None:
+    """A ``time.monotonic`` deadline on the running event loop's clock (``None`` stays ``None``)."""
+    if deadline is None:
+        return None
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
 def _feedback(outcome: ParseOutcome) -> str:
     lines = ["Your tool call could not be used:"]
     for cand in outcome.rejected:
@@ -231,6 +238,8 @@ class Agent:
         return await collect(observed(), started=started)
 
     def _start_early(self, index: int, call: ToolCall) -> None:
+        if len(self._early) >= self.budget.max_calls_per_turn:
+            return
         task = asyncio.create_task(
             self.dispatcher.adispatch(
                 call.name,
@@ -249,7 +258,9 @@ class Agent:
         for _, task in early:
             await task
 
-    async def _dispatch(self, index: int, calls: Sequence[ToolCall], completion: Completion) -> tuple[ToolRun, ...]:
+    async def _dispatch(
+        self, index: int, calls: Sequence[ToolCall], completion: Completion, deadline: float | None
+    ) -> tuple[ToolRun, ...]:
         early, self._early = self._early, []
         results: list[DispatchResult | None] = [None] * len(calls)
         for i, call in enumerate(calls):
@@ -257,6 +268,20 @@ class Agent:
             if match is not None:
                 early.remove(match)
                 results[i] = await match[1]
+        cap = self.budget.max_calls_per_turn
+        for i in range(cap, len(calls)):
+            if results[i] is None:
+                results[i] = self.dispatcher.refuse(
+                    calls[i].name,
+                    calls[i].arguments,
+                    reason="too_many_calls",
+                    message=f"this turn made {len(calls)} calls; at most {cap} run in one turn, so calls "
+                    f"{cap + 1} to {len(calls)} were not run",
+                    suggestion=f"call again with the calls still needed, at most {cap} per turn",
+                    session_id=self.session_id,
+                    trigger=f"model_turn:{index}",
+                    call_id=calls[i].id,
+                )
         rest = [i for i, r in enumerate(results) if r is None]
         if rest:
             outs = await self.dispatcher.adispatch_many(
@@ -265,6 +290,7 @@ class Agent:
                 trigger=f"model_turn:{index}",
                 model_latency_s=completion.model_s,
                 reasoning_s=completion.reasoning_s,
+                stop_when=self._wall_check(deadline),
             )
             for i, out in zip(rest, outs, strict=True):
                 results[i] = out
@@ -278,9 +304,23 @@ class Agent:
             runs.append(run)
         return tuple(runs)
 
+    def _wall_check(self, deadline: float | None) -> Callable[[], str | None] | None:
+        """What tells the dispatcher that the wall-time budget ended before a call started."""
+        if deadline is None:
+            return None
+        message = (
+            f"the run's wall-time budget ({self.budget.max_wall_s:g} s) ended before this call started; it was not run"
+        )
+        return lambda: message if time.monotonic() >= deadline else None
+
     async def arun(self, task: str) -> AgentRun:
-        """Run ``task`` to an end: a final answer, or the first budget reached."""
+        """Run ``task`` to an end: a final answer, or the first budget reached.
+
+        The wall-time budget bounds each model turn (a turn still streaming when it runs out is dropped)
+        and the dispatch of a turn's calls (calls not started by then are reported as not run).
+        """
         t_start = time.monotonic()
+        deadline = t_start + self.budget.max_wall_s if self.budget.max_wall_s is not None else None
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -299,10 +339,22 @@ class Agent:
                 break
             self._emit(TurnStarted(index))
             try:
-                completion = await self._model_turn(index, messages)
+                async with asyncio.timeout_at(_loop_time(deadline)) as turn_timer:
+                    completion = await self._model_turn(index, messages)
             except BackendError as exc:
                 await self._drain_early()
                 end, error = "backend_error", str(exc)
+                break
+            except TimeoutError:
+                await self._drain_early()
+                if not turn_timer.expired():
+                    end, error = "backend_error", "the backend raised TimeoutError"
+                else:
+                    end = "wall_time"
+                break
+            except Exception as exc:  # a backend that breaks its contract still ends the run with a record
+                await self._drain_early()
+                end, error = "backend_error", f"the backend raised {type(exc).__name__}: {exc}"
                 break
             tokens += completion.usage.completion_tokens if completion.usage else 0
             # Reasoning that the engine split off goes back in its markers, so that a call the model put
@@ -324,7 +376,7 @@ class Agent:
             self._emit(TurnParsed(index, outcome, completion))
             if outcome.calls:
                 messages.append(_assistant_message(completion, outcome.calls))
-                runs = await self._dispatch(index, outcome.calls, completion)
+                runs = await self._dispatch(index, outcome.calls, completion, deadline)
                 for tool_run in runs:
                     messages.append(
                         {

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from tooldispatch.backends.base import Completion
 from tooldispatch.dispatch import DispatchResult
+from tooldispatch.errors import ConfigError
 from tooldispatch.types import ParseOutcome, ToolCall
 
 EndReason = Literal["final_answer", "max_turns", "max_tokens", "wall_time", "backend_error", "no_progress"]
@@ -20,12 +21,19 @@ class Budget:
     Attributes:
         max_turns: model turns.
         max_tokens: completion tokens over all turns (``None``: unlimited).
-        max_wall_s: wall-clock seconds for the whole run (``None``: unlimited).
+        max_wall_s: wall-clock seconds for the whole run (``None``: unlimited). It bounds model turns
+            and dispatch inside a turn too: a call not started when it runs out is reported as not run.
+        max_calls_per_turn: calls run from one model turn; the excess is rejected, not run, with feedback.
     """
 
     max_turns: int = 6
     max_tokens: int | None = None
     max_wall_s: float | None = None
+    max_calls_per_turn: int = 32
+
+    def __post_init__(self) -> None:
+        if self.max_calls_per_turn < 1:
+            raise ConfigError("Budget.max_calls_per_turn must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,16 +28,19 @@ ignore the flag.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import openai
+import pydantic
 
-from tooldispatch.backends.base import Capabilities, ChatRequest, Event
+from tooldispatch.backends.base import Capabilities, ChatRequest, Event, Finish
 from tooldispatch.backends.dialects import DIALECTS, Dialect, StreamNormalizer, response_events
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError
 from tooldispatch.toolspec import ToolSpec
 
 ParseMode = Literal["client", "server"]
@@ -55,6 +58,16 @@ def with_tool_prompt(messages: Sequence[Mapping[str, Any]], prompt: str) -> list
     else:
         out.insert(0, {"role": "system", "content": prompt})
     return out
+
+
+def _quoted(value: Any) -> str:
+    """What arrived, quoted and cut to 200 characters: text as it is, other JSON values as JSON."""
+    if not isinstance(value, str):
+        try:
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        except ValueError:
+            value = repr(value)
+    return repr(value[:200])
 
 
 def tool_choice_value(choice: str) -> str | dict[str, Any]:
@@ -83,6 +96,7 @@ class OpenAICompatBackend:
         api_key_env: str | None = None,
         parse: ParseMode = "client",
         timeout_s: float = 600.0,
+        idle_timeout_s: float | None = None,
         max_retries: int = 0,
         extra_body: Mapping[str, Any] | None = None,
         provider: Mapping[str, Any] | None = None,
@@ -101,7 +115,9 @@ class OpenAICompatBackend:
             api_key_env: environment variable holding the API key (``OPENROUTER_API_KEY``); local servers
                 need none.
             parse: ``server`` to use the server's tool-call extraction, ``client`` to parse the raw text.
-            timeout_s: per-request timeout in seconds.
+            timeout_s: the most seconds one request takes in all, streamed answers included.
+            idle_timeout_s: the most seconds between two events of a stream (comment lines, such as
+                keep-alives, do not count as events); ``None``: only ``timeout_s`` applies.
             max_retries: retries done by the ``openai`` client itself (it honours ``Retry-After``).
             extra_body: fields added to every request body (``chat_template_kwargs``, ...).
             provider: OpenRouter routing (``only``, ``quantizations``, ``allow_fallbacks``,
@@ -137,7 +153,10 @@ class OpenAICompatBackend:
         self.dialect: Dialect = dialect
         self.parse: ParseMode = parse
         self.api_key_env = api_key_env
+        if timeout_s <= 0 or (idle_timeout_s is not None and idle_timeout_s <= 0):
+            raise ConfigError("timeout_s and idle_timeout_s must be positive numbers of seconds")
         self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.extra_body: dict[str, Any] = dict(extra_body or {})
         self.provider: dict[str, Any] | None = dict(provider) if provider else None
         self.profile = profile
@@ -236,28 +255,110 @@ class OpenAICompatBackend:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Run one turn with ``stream=True`` and yield its events, ending with ``Finish``.
 
+        ``timeout_s`` bounds the whole request, from sending it to the last event, and ``idle_timeout_s``
+        the wait for each next event; a stream that ends without a finish reason was cut off.
+
         Raises:
-            BackendUnavailable: the server cannot be reached, did not answer in time, or dropped the
-                connection mid-stream.
+            BackendUnavailable: the server cannot be reached, did not answer in time, went silent, dropped
+                the connection mid-stream, or ended the stream before its end.
             RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
-            ProviderError: any other error status, or an error inside the 200 stream.
+            ProviderError: any other error status, an error inside the 200 stream, or an event that is not a
+                chat completion chunk.
         """
         kwargs, extra = self.request_body(request, stream=True)
         normalizer = StreamNormalizer(self.dialect)
         received = False
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         try:
-            chunks = await self._client.chat.completions.create(**kwargs, stream=True, extra_body=extra)
+            async with asyncio.timeout_at(deadline):
+                chunks = await self._client.chat.completions.create(**kwargs, stream=True, extra_body=extra)
+                await self._check_event_stream(chunks)
             try:
-                async for chunk in chunks:
+                iterator = aiter(chunks)
+                while True:
+                    chunk = await self._next_chunk(iterator, deadline)
+                    if chunk is None:
+                        break
                     received = True
-                    for event in normalizer.feed(chunk.model_dump(exclude_unset=True)):
+                    for event in normalizer.feed(self._payload(chunk, "sent a stream event")):
                         yield event
             finally:
                 await chunks.close()
         except openai.OpenAIError as exc:
             raise translate_error(exc, self._errors, mid_stream=received) from exc
-        for event in normalizer.finish():
+        except TimeoutError:
+            raise self._too_slow() from None
+        events = normalizer.finish()
+        last = events[-1]
+        if isinstance(last, Finish) and last.reason is None:
+            raise BackendUnavailable(
+                f"the stream from the {self.dialect} endpoint at {self.base_url} ended without its terminator "
+                "(no finish reason, no [DONE]): the answer was cut off; the server may have crashed or restarted"
+            )
+        for event in events:
             yield event
+
+    async def _check_event_stream(self, chunks: Any) -> None:
+        """``ProviderError`` quoting the body when a streamed request was answered with something else."""
+        response = getattr(chunks, "response", None)
+        if response is None:
+            return
+        content_type = str(response.headers.get("content-type", ""))
+        media = content_type.split(";")[0].strip().lower()
+        # Only the bodies error pages come as; a stream labelled oddly (text/plain) is still read as one.
+        if media not in ("text/html", "application/json", "application/xhtml+xml"):
+            return
+        try:
+            body = (await response.aread()).decode("utf-8", errors="replace")
+        finally:
+            await chunks.close()
+        raise ProviderError(
+            f"the {self.dialect} endpoint at {self.base_url} answered a streamed request with "
+            f"{media} instead of an event stream: {_quoted(body)}"
+        )
+
+    async def _next_chunk(self, iterator: AsyncIterator[Any], deadline: float) -> Any:
+        """The next chunk of a stream, or None at its end, within the deadline and the idle timeout."""
+        loop = asyncio.get_running_loop()
+        idle = self.idle_timeout_s
+        until = deadline if idle is None else min(deadline, loop.time() + idle)
+        try:
+            async with asyncio.timeout_at(until):
+                return await anext(iterator)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            if idle is not None and until < deadline:
+                raise BackendUnavailable(
+                    f"the {self.dialect} endpoint at {self.base_url} sent no stream event for {idle:g} s; "
+                    "check that it is running and not overloaded, or raise idle_timeout_s"
+                ) from None
+            raise
+        except ValueError as exc:  # the event's data is not JSON (json.JSONDecodeError)
+            doc = getattr(exc, "doc", None)
+            shown = repr(doc[:200]) if isinstance(doc, str) else f"{type(exc).__name__}: {exc}"
+            raise ProviderError(
+                f"the {self.dialect} endpoint at {self.base_url} sent a stream event that is not a chat "
+                f"completion chunk: {shown}"
+            ) from None
+
+    def _payload(self, value: Any, what: str) -> dict[str, Any]:
+        """A chunk or response as a dict; ``ProviderError`` quoting it when it is not a JSON object."""
+        if isinstance(value, pydantic.BaseModel):
+            dumped = value.model_dump(exclude_unset=True)
+            if isinstance(dumped, dict):
+                return dumped
+        kind = "chunk" if what.startswith("sent") else ""
+        noun = f"a chat completion {kind}".rstrip()
+        raise ProviderError(
+            f"the {self.dialect} endpoint at {self.base_url} {what} that is not {noun}: {_quoted(value)}"
+        )
+
+    def _too_slow(self) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"the {self.dialect} endpoint at {self.base_url} did not finish its answer within {self.timeout_s:g} s; "
+            "check that it is running and not overloaded, or raise the timeout"
+        )
 
     async def complete(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Run one turn without streaming and yield the same events ``stream`` would have.
@@ -265,14 +366,24 @@ class OpenAICompatBackend:
         Raises:
             BackendUnavailable: the server cannot be reached or did not answer in time.
             RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
-            ProviderError: any other error status, or an error object in the response.
+            ProviderError: any other error status, an error object in the response, or a body that is not
+                a chat completion.
         """
         kwargs, extra = self.request_body(request, stream=False)
         try:
-            response = await self._client.chat.completions.create(**kwargs, stream=False, extra_body=extra)
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.chat.completions.create(**kwargs, stream=False, extra_body=extra)
         except openai.OpenAIError as exc:
             raise translate_error(exc, self._errors) from exc
-        for event in response_events(response.model_dump(exclude_unset=True), self.dialect):
+        except TimeoutError:
+            raise self._too_slow() from None
+        except ValueError as exc:  # a JSON content type whose body is not JSON
+            doc = getattr(exc, "doc", None)
+            raise ProviderError(
+                f"the {self.dialect} endpoint at {self.base_url} answered with something that is not a chat "
+                f"completion: {repr(doc[:200]) if isinstance(doc, str) else exc}"
+            ) from None
+        for event in response_events(self._payload(response, "answered with something"), self.dialect):
             yield event
 
     async def aclose(self) -> None:

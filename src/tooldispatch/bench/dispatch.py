@@ -246,7 +246,7 @@ def run_dispatch_bench(
             workers = WorkerThreads(max_workers=1)
             try:
                 hop = _time_calls(
-                    "noop() in a worker thread", lambda i: workers.call(time.monotonic() + 30.0, noop), iterations, warm
+                    "noop() in a worker thread", lambda i: workers.call(30.0, 30.0, noop), iterations, warm
                 )
             finally:
                 workers.close()

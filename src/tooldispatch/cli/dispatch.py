@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
+import traceback
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
+from tooldispatch.dispatch.executor import shown
 from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
 from tooldispatch.dispatch.state import State
 from tooldispatch.dispatch.trace import DispatchTrace
@@ -216,14 +219,35 @@ def load_registry(target: str) -> Registry:
             spec.loader.exec_module(module)
         else:
             module = importlib.import_module(module_name)
-    except (ImportError, OSError) as exc:
+    except ConfigError:
+        raise
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise ConfigError(f"cannot import {module_name!r} for --tools: {exc}") from exc
+    except Exception as exc:
+        raise ConfigError(f"cannot load --tools {target}: {_where_it_failed(exc, module_name)}") from exc
     value = getattr(module, attr, None)
     if callable(value) and not isinstance(value, Registry):
-        value = value()
+        try:
+            value = value()
+        except Exception as exc:
+            raise ConfigError(f"cannot load --tools {target}: {_where_it_failed(exc, module_name)}") from exc
     if not isinstance(value, Registry):
         raise ConfigError(f"--tools {target!r} is not a Registry nor a function returning one")
     return value
+
+
+def _where_it_failed(exc: BaseException, module_file: str) -> str:
+    """``file line N: Type: message`` on one line: where loading the tools failed and what went wrong."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        place = f"{exc.filename} line {exc.lineno}: "
+        detail = f"{type(exc).__name__}: {exc.msg}"
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+        own = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(module_file)]
+        chosen = own or frames
+        place = f"{chosen[-1].filename} line {chosen[-1].lineno}: " if chosen else ""
+        detail = f"{type(exc).__name__}: {shown(exc)}"
+    return place + " ".join(detail.split())
 
 
 def approvals_approve(

@@ -34,6 +34,21 @@ def _load_tools(path: Path) -> list[Any]:
     return data
 
 
+def _read_stdin() -> tuple[str, str | None]:
+    """Stdin as text, and a note when bytes that are not UTF-8 were replaced with U+FFFD."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:
+        return sys.stdin.read(), None
+    data = buffer.read()
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    if not bad:
+        return text, None
+    return text, (
+        f"stdin held {bad} byte sequences that are not UTF-8; each was read as U+FFFD (the replacement character)"
+    )
+
+
 def parse_command(
     tools: Annotated[
         Path,
@@ -59,7 +74,7 @@ def parse_command(
 
     try:
         declared = _load_tools(tools)
-        text = sys.stdin.read()
+        text, note = _read_stdin()
         if repair not in ("bounded", "lossless", "none"):
             raise ConfigError(f"unknown --repair {repair!r}; use bounded, lossless or none")
         outcome = parse_tool_calls(
@@ -73,7 +88,10 @@ def parse_command(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    typer.echo(json.dumps(outcome.to_dict(), ensure_ascii=False, indent=2, default=str))
+    out = outcome.to_dict()
+    if note is not None:
+        out["input_note"] = note
+    typer.echo(json.dumps(out, ensure_ascii=False, indent=2, default=str))
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

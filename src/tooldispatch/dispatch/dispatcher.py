@@ -24,17 +24,19 @@ import json
 import os
 import random
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tooldispatch.dispatch import admission
 from tooldispatch.dispatch.bounding import bound
+from tooldispatch.dispatch.call import Call, CallInput, StopCheck, call_parts
 from tooldispatch.dispatch.clock import Clock, SystemClock
-from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, result_text
+from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, NoCapacity, result_text
 from tooldispatch.dispatch.failures import describe_failure
 from tooldispatch.dispatch.idempotency import IdempotencyStore, Record, fingerprint, judge, make_key
 from tooldispatch.dispatch.metrics import MetricsReport, report
@@ -49,33 +51,6 @@ from tooldispatch.errors import ConfigError, ToolTimeout
 from tooldispatch.store import StateStore, open_store
 
 T = TypeVar("T")
-CallInput = Any  # a ToolCall, a {"name", "arguments"} mapping, or a (name, arguments) pair
-
-
-@dataclass(slots=True)
-class _Call:
-    """Mutable facts gathered while one call moves through the pipeline."""
-
-    trace_id: str
-    session_id: str
-    name: str
-    raw_args: Any
-    trigger: str
-    call_id: str | None
-    t0: float
-    wall0: float
-    tool: ToolDef | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    repairs: list[Any] = field(default_factory=list)
-    latencies: dict[str, float] = field(default_factory=dict)
-    attempts: int = 0
-    retried: bool = False
-    idem_key: str | None = None
-    approval_id: str | None = None
-    approved: bool = False
-    compensation: SagaEntry | None = None
-    possibly_running: bool = False
-    bounded_chars: int = 0
 
 
 class Dispatcher:
@@ -90,7 +65,11 @@ class Dispatcher:
         rand: uniform [0, 1) source for retry jitter.
         compensate_on_failure: run the session's pending compensations when a side-effecting call fails
             during execution (the saga aborts).
-        max_workers: worker threads for sync tools.
+        max_workers: the most worker threads for sync tools, over every tool.
+        tool_workers: the most worker threads one tool holds (its own small pool), so that a tool whose
+            calls hang cannot starve the others.
+        capacity_wait_s: the most seconds a sync call waits for a free worker of its tool; past it, the call
+            is refused as ``no_capacity`` without having started (retryable). ``None``: the tool's timeout.
 
     Attributes:
         warnings: registry warnings plus descriptions changed under the same version.
@@ -110,6 +89,8 @@ class Dispatcher:
         rand: Callable[[], float] = random.random,
         compensate_on_failure: bool = True,
         max_workers: int = 256,
+        tool_workers: int = 8,
+        capacity_wait_s: float | None = None,
     ) -> None:
         registry.check()
         self.registry = registry
@@ -122,7 +103,13 @@ class Dispatcher:
         weakref.finalize(self, self._state.flush)
         self._idem = IdempotencyStore(self.store)
         self._saga = SagaJournal(self.store)
-        self._executor = Executor(max_workers=max_workers, monotonic=self.clock.monotonic)
+        self._executor = Executor(
+            max_workers=max_workers,
+            tool_workers=tool_workers,
+            capacity_wait_s=capacity_wait_s,
+            # SystemClock.monotonic is time.perf_counter: passed as itself, workers stamp starts without a call.
+            monotonic=time.perf_counter if type(self.clock) is SystemClock else self.clock.monotonic,
+        )
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._loops_lock = threading.Lock()
@@ -217,21 +204,39 @@ class Dispatcher:
         """Run several calls synchronously; see ``adispatch_many``."""
         return self._run_sync(self.adispatch_many(calls, **options))
 
-    async def adispatch_many(self, calls: Iterable[CallInput], **options: Any) -> list[DispatchResult]:
+    async def adispatch_many(
+        self, calls: Iterable[CallInput], *, stop_when: StopCheck | None = None, **options: Any
+    ) -> list[DispatchResult]:
         """Run several calls: consecutive read-only, concurrency-safe calls in parallel, the others in order.
 
         Args:
             calls: ``ToolCall`` values, ``{"name", "arguments"[, "id"]}`` mappings or ``(name, arguments)`` pairs.
                 A ``ToolCall``'s parser repairs go into its trace.
+            stop_when: asked before each call (or parallel batch) starts; when it returns a message, that
+                call and every later one are not run: each is rejected as ``not_run`` with the message.
             **options: passed to ``adispatch`` for every call (``session_id``, ``trigger``, ...).
 
         Returns:
             One result per call, in the order given.
         """
-        items = [_call_parts(c) for c in calls]
+        items = [call_parts(c) for c in calls]
         results: list[DispatchResult | None] = [None] * len(items)
         index = 0
         while index < len(items):
+            stop = stop_when() if stop_when is not None else None
+            if stop is not None:
+                for i in range(index, len(items)):
+                    results[i] = self.refuse(
+                        items[i][0],
+                        items[i][1],
+                        reason="not_run",
+                        message=stop,
+                        suggestion="call it again in a later run if it is still needed",
+                        session_id=options.get("session_id", "default"),
+                        trigger=options.get("trigger", "model"),
+                        call_id=items[i][2],
+                    )
+                break
             batch = [index]
             tool = self.registry.get(items[index][0])
             if tool is not None and tool.parallel_safe:
@@ -258,6 +263,31 @@ class Dispatcher:
                 results[i] = out
             index += len(batch)
         return [r for r in results if r is not None]
+
+    def refuse(
+        self,
+        name: str,
+        args: Any,
+        *,
+        reason: str,
+        message: str,
+        suggestion: str | None,
+        session_id: str = "default",
+        trigger: str = "model",
+        call_id: str | None = None,
+    ) -> DispatchResult:
+        """Record a call that is not run (a budget or a per-turn cap refused it) as ``rejected``, with a trace.
+
+        Nothing is invoked and no idempotency record is made: the same call may run later.
+        """
+        call = self._new_call(name, args, session_id, trigger, call_id)
+        broken = self._unreadable(call, args)
+        if broken is not None:
+            return broken
+        call.tool = self.registry.get(call.name)
+        if isinstance(args, Mapping):
+            call.args = dict(args)
+        return self._reject(call, reason, message, suggestion)
 
     def approve(self, approval_id: str, args: Mapping[str, Any] | None = None) -> DispatchResult:
         """Approve a suspended call and run it now (synchronously); see ``aapprove``."""
@@ -336,8 +366,16 @@ class Dispatcher:
         return self._saga.entries(session_id)
 
     def metrics(self, tool: str | None = None) -> MetricsReport:
-        """Per-tool rates over the persisted traces, flagged against the action thresholds."""
-        return report([t.to_dict() for t in self._state.traces(tool=tool)])
+        """Per-tool rates over the persisted traces, flagged against the action thresholds.
+
+        ``extra["abandoned_threads"]`` is live: per tool, calls given up at their timeout whose worker thread
+        is still running them in this process.
+        """
+        found = report([t.to_dict() for t in self._state.traces(tool=tool)])
+        abandoned = self._executor.abandoned()
+        if tool is not None:
+            abandoned = {k: v for k, v in abandoned.items() if k == tool}
+        return replace(found, extra={**found.extra, "abandoned_threads": abandoned})
 
     def trace(self, trace_id: str) -> DispatchTrace | None:
         """A persisted trace."""
@@ -370,8 +408,8 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ the pipeline
 
-    def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> _Call:
-        return _Call(
+    def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> Call:
+        return Call(
             trace_id=os.urandom(16).hex(),
             session_id=str(session_id),
             name=str(name),
@@ -382,7 +420,7 @@ class Dispatcher:
             wall0=self.clock.time(),
         )
 
-    async def _pipeline(self, call: _Call) -> DispatchResult:
+    async def _pipeline(self, call: Call) -> DispatchResult:
         broken = self._unreadable(call, call.raw_args)
         if broken is not None:
             return broken
@@ -422,15 +460,17 @@ class Dispatcher:
             if rejected is not None:
                 return rejected
         if call.idem_key is not None:
+            now = self.clock.time()
             existing = self._idem.claim(
                 call.idem_key,
                 session_id=call.session_id,
                 tool=tool.name,
                 fp=fingerprint(call.args),
                 trace_id=call.trace_id,
-                now=self.clock.time(),
+                now=now,
                 ttl_s=tool.idempotency_ttl_s,
             )
+            call.idem_expires_at = now + tool.idempotency_ttl_s
             if existing is not None:
                 return self._answer_existing(call, existing)
         scope = admission.quota_scope(tool, call.args, call.session_id) if call.compensation is None else None
@@ -445,7 +485,7 @@ class Dispatcher:
             return self._reject(call, "quota_exceeded", verdict.message, verdict.suggestion)
         return await self._execute(call, tool)
 
-    def _admit_resources(self, call: _Call, tool: ToolDef) -> DispatchResult | None:
+    def _admit_resources(self, call: Call, tool: ToolDef) -> DispatchResult | None:
         scope = admission.quota_scope(tool, call.args, call.session_id)
         if scope is not None:
             verdict = admission.admit_quota(tool, call.args, self._state.quota_used(tool.name, scope))
@@ -492,7 +532,7 @@ class Dispatcher:
             return self._finish(call, "awaiting_approval", "awaiting_approval", content, full=None)
         return None
 
-    def _answer_existing(self, call: _Call, record: Record) -> DispatchResult:
+    def _answer_existing(self, call: Call, record: Record) -> DispatchResult:
         assert call.tool is not None
         verdict = judge(record, fingerprint(call.args), call.tool.name)
         if verdict.action == "replay":
@@ -508,15 +548,18 @@ class Dispatcher:
             recoverable=verdict.action == "idempotency_mismatch",
         )
 
-    async def _execute(self, call: _Call, tool: ToolDef) -> DispatchResult:
+    async def _execute(self, call: Call, tool: ToolDef) -> DispatchResult:
         call.latencies["admission"] = self.clock.monotonic() - call.t0
         tool_time = 0.0
         error: BaseException | None = None
         phase: Phase = "during"
         value: Any = None
         text: str | None = None
+        ran: tuple[BaseException, Phase] | None = None  # the last failure of an attempt that started
         while True:
             call.attempts += 1
+            if call.idem_key is not None:
+                self._keep_in_flight(call, tool)
             attempt = await self._executor.run(tool, call.args, exclusive=self._in_sync_call())
             tool_time += attempt.elapsed_s
             error, phase = None, "during"
@@ -535,6 +578,12 @@ class Dispatcher:
                     phase = "after"
             if error is None:
                 break
+            if isinstance(error, NoCapacity):
+                if ran is not None:  # an earlier attempt did start: its failure is the one to report
+                    error, phase = ran
+                    break
+            else:
+                ran = (error, phase)
             if isinstance(error, InvalidResult):
                 break
             decision = decide(tool.read_only, phase, error, call.attempts, tool.max_attempts, rand=self._rand)
@@ -548,7 +597,18 @@ class Dispatcher:
         assert error is not None
         return await self._fail(call, tool, error, phase)
 
-    def _succeed(self, call: _Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
+    def _keep_in_flight(self, call: Call, tool: ToolDef) -> None:
+        """Make sure the in-flight record outlives this attempt: it must not expire while the call may still
+        be waiting for a worker or running (a short ``idempotency_ttl_s``, or a retry). It then lasts a full
+        TTL past the attempt's latest end."""
+        now = self.clock.time()
+        latest_end = now + self._executor.capacity_wait_s(tool) + tool.timeout_s
+        if call.idem_expires_at is None or call.idem_expires_at <= latest_end:
+            assert call.idem_key is not None
+            call.idem_expires_at = latest_end + tool.idempotency_ttl_s
+            self._idem.extend(call.idem_key, call.idem_expires_at)
+
+    def _succeed(self, call: Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
         shown = bound(text, tool.result_max_chars, call.trace_id)
         call.bounded_chars = shown.omitted
         now = self.clock.time()
@@ -569,7 +629,7 @@ class Dispatcher:
             )
         return self._finish(call, "ok", None, shown.text, full=text if shown.bounded else None, value=value)
 
-    async def _fail(self, call: _Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
+    async def _fail(self, call: Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
         reason, message, suggestion, recoverable = describe_failure(tool, error, phase)
         unknown_outcome = tool.side_effecting and phase != "before" and not is_permanent(error)
         if call.retried:
@@ -605,7 +665,7 @@ class Dispatcher:
             call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra
         )
 
-    def _unreadable(self, call: _Call, args: Any) -> DispatchResult | None:
+    def _unreadable(self, call: Call, args: Any) -> DispatchResult | None:
         """Reject a call whose arguments nest too deeply, or whose name, id or arguments hold an unpaired
         UTF-16 surrogate (not text); the trace records what it can store.
 
@@ -637,7 +697,7 @@ class Dispatcher:
         )
 
     def _reject(
-        self, call: _Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True
+        self, call: Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True
     ) -> DispatchResult:
         content = error_envelope(
             reason, call.name, message, recoverable=recoverable, attempts=0, retried=False, suggestion=suggestion
@@ -646,7 +706,7 @@ class Dispatcher:
 
     def _finish(
         self,
-        call: _Call,
+        call: Call,
         status: Status,
         reason: str | None,
         content: str,
@@ -732,21 +792,3 @@ class Dispatcher:
             return loop.run_until_complete(task)
         finally:
             self._local.task = None
-
-
-def _call_parts(item: CallInput) -> tuple[str, Any, str | None, tuple[Any, ...]]:
-    if isinstance(item, Mapping):
-        inner = item.get("function")
-        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else item
-        return str(fn.get("name")), fn.get("arguments"), item.get("id"), ()
-    if isinstance(item, tuple | list) and len(item) == 2:
-        return str(item[0]), item[1], None, ()
-    name = getattr(item, "name", None)
-    if name is not None:
-        return (
-            str(name),
-            getattr(item, "arguments", None),
-            getattr(item, "id", None),
-            tuple(getattr(item, "repairs", ())),
-        )
-    raise ConfigError(f"cannot read a call from {item!r:.120}; pass ToolCall values, mappings or (name, args) pairs")

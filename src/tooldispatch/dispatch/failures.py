@@ -7,7 +7,7 @@ state first.
 
 from __future__ import annotations
 
-from tooldispatch.dispatch.executor import ChildProcessDied, InvalidResult, RemoteToolException, shown
+from tooldispatch.dispatch.executor import ChildProcessDied, InvalidResult, NoCapacity, RemoteToolException, shown
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.dispatch.retry import Phase, is_permanent
 from tooldispatch.errors import ToolError, ToolTimeout
@@ -26,6 +26,13 @@ def describe_failure(tool: ToolDef, error: BaseException, phase: Phase) -> tuple
                 False,
             )
         return "timeout", shown(error), "try again later, or ask for less", True
+    if isinstance(error, NoCapacity):
+        return (
+            "no_capacity",
+            shown(error),
+            "it did not run; try again later, or do something else first",
+            True,
+        )
     if isinstance(error, InvalidResult):
         return (
             "invalid_result",

@@ -4,7 +4,8 @@
 - A completed call with the same key replays its stored result without running the tool.
 - A key whose call is still in flight is a conflict (``idempotency_conflict``); so is a key whose outcome is
   unknown (a timeout, a crash, a process killed mid-call): the side effect may have happened, so the call
-  is never silently re-run. The record expires with its TTL.
+  is never silently re-run. The record expires with its TTL, which the dispatcher extends while the call
+  may still be waiting for a worker or running (``extend``), so an in-flight record never expires first.
 - The same key with different full arguments is an error (``idempotency_mismatch``).
 - Failures before execution, and permanent refusals by the tool (4xx), are not stored.
 
@@ -149,6 +150,12 @@ class IdempotencyStore:
                 if row is not None:
                     return Record(*row)
             # the record was released between the two statements: claim again
+
+    def extend(self, key: str, expires_at: float) -> None:
+        """Keep the record until at least ``expires_at`` (a call still in flight must not expire)."""
+        self._store.execute(
+            "UPDATE idempotency SET expires_at = ? WHERE key = ? AND expires_at < ?", (expires_at, key, expires_at)
+        )
 
     def complete(self, key: str, *, status: str, reason: str | None, content: str) -> None:
         """Store the result to replay (if a server crash loses it, the call reads as outcome unknown: safe)."""

@@ -298,3 +298,31 @@ def test_bench_dispatch_json() -> None:
         "one_session_calls_per_s",
     }
     assert (data["thread_hop"]["name"], data["thread_hop"]["n"]) == ("noop() in a worker thread", 100)
+
+
+@pytest.mark.parametrize(
+    ("source", "attr", "expected"),
+    [
+        ("x = 1\ndef make(:\n", "make", "tools.py line 2: SyntaxError: invalid syntax"),
+        (
+            "import os\nraise RuntimeError('no database configured')\n",
+            "make",
+            ("tools.py line 2: RuntimeError: no database configured"),
+        ),
+        ("def make():\n    return {}['missing']\n", "make", "tools.py line 2: KeyError: 'missing'"),
+    ],
+    ids=["syntax-error", "raises-at-import", "factory-raises"],
+)
+def test_fault6_tools_module_that_fails_is_one_line(
+    setup: Setup, tmp_path: Path, source: str, attr: str, expected: str
+) -> None:
+    """Fault 6: a --tools file that cannot be imported, or whose factory raises, is one line naming file and line."""
+    module = tmp_path / "tools.py"
+    module.write_text(source)
+    approval = str(setup.results["cancel"].approval_id)
+    out = runner.invoke(
+        app, ["approvals", "approve", approval, "--store", str(setup.state), "--tools", f"{module}:{attr}"]
+    )
+    assert out.exit_code == 1
+    assert out.output == f"cannot load --tools {module}:{attr}: {module.parent}/{expected}\n"
+    assert DemoWorld(setup.world_path).count_effects("cancel_order") == 0

@@ -3,19 +3,41 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.errors import ToolError
-from tooldispatch.tools.web import Fetcher
+from tooldispatch.tools.web import Fetcher, register_fetcher
 
 pytestmark = pytest.mark.integration
 
 
+DRIP_BYTES = 15
+DRIP_GAP_S = 0.2
+
+
 class _Handler(BaseHTTPRequestHandler):
+    def _drip(self, text: bytes) -> None:
+        for i in range(len(text)):
+            time.sleep(DRIP_GAP_S)
+            try:
+                self.wfile.write(text[i : i + 1])
+                self.wfile.flush()
+            except OSError:  # the client hung up
+                return
+
     def do_GET(self) -> None:
+        if self.path == "/drip-body":
+            self.wfile.write(f"HTTP/1.1 200 OK\r\nContent-Length: {DRIP_BYTES}\r\n\r\n".encode())
+            self._drip(b"x" * DRIP_BYTES)
+            return
+        if self.path == "/drip-headers":
+            self._drip(b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * DRIP_BYTES)
+            return
         routes = {
             "/hello": (200, {"Content-Type": "text/plain; charset=utf-8"}, "héllo".encode()),
             "/big": (200, {"Content-Type": "text/plain"}, b"x" * 5000),
@@ -94,3 +116,32 @@ def test_connection_refused_is_before_execution() -> None:
         Fetcher(allow_loopback=True, timeout_s=5).fetch_url("http://127.0.0.1:9/")
     assert str(info.value) == "connection to 127.0.0.1:9 refused"
     assert info.value.before_execution is True
+
+
+@pytest.mark.parametrize("path", ["/drip-body", "/drip-headers"])
+def test_fault4_timeout_bounds_the_whole_fetch(base_url: str, path: str) -> None:
+    """Fault 4: a server sending one byte every 0.2 s (3 s in all) is cut off at the fetch's 0.6 s timeout."""
+    url = base_url + path
+    with pytest.raises(ToolError) as info:
+        Fetcher(allow_loopback=True, timeout_s=0.6).fetch_url(url)
+    assert str(info.value) == f"fetching {url} took longer than 0.6 s and was cut off"
+    assert info.value.retryable is True
+
+
+def test_fault4_dripping_server_through_the_dispatcher_ends_the_tool(base_url: str) -> None:
+    """Fault 4: through the dispatcher the fetch ends itself before the tool's timer, so no thread is left
+    behind: the call fails as a tool error (tried twice, read-only), not as a timeout."""
+    registry = register_fetcher(Registry(), Fetcher(allow_loopback=True, timeout_s=0.6))
+    d = Dispatcher(registry, store=":memory:", sleep=_no_sleep)
+    result = d.dispatch("fetch_url", {"url": base_url + "/drip-body"}, session_id="s")
+    assert (result.status, result.reason, result.trace.attempts, result.trace.possibly_running) == (
+        "error",
+        "tool_error",
+        2,
+        False,
+    )
+    d.close()
+
+
+async def _no_sleep(delay: float) -> None:
+    return None

@@ -299,3 +299,65 @@ def test_agent_without_dispatcher_or_registry_is_a_config_error() -> None:
     """Neither a dispatcher nor a registry: a ConfigError that says what to pass."""
     with pytest.raises(ConfigError, match="dispatcher= or a registry="):
         Agent(backend=ScriptedBackend([]))
+
+
+def _effects_registry(effects: list[int], delay_s: float) -> Registry:
+    reg = Registry()
+
+    def record(n: int) -> dict[str, Any]:
+        time.sleep(delay_s)
+        effects.append(n)
+        return {"recorded": n}
+
+    reg.register(
+        "record",
+        record,
+        description="Record a number",
+        schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        read_only=False,
+    )
+    return reg
+
+
+def test_fault11_wall_budget_bounds_dispatch_inside_a_turn() -> None:
+    """Fault 11: 300 side-effecting calls of 20 ms in one turn under Budget(max_wall_s=1): calls not started
+    when the budget ends are reported as not run (none of them ran), and the run ends as wall_time."""
+    effects: list[int] = []
+    text = "".join(_call("record", n=i) for i in range(300))
+    backend = ScriptedBackend([ScriptedTurn(content=text), ScriptedTurn(content="done")])
+    agent = Agent(
+        backend=backend,
+        dispatcher=Dispatcher(_effects_registry(effects, 0.02)),
+        budget=Budget(max_wall_s=1.0, max_calls_per_turn=300),
+    )
+    run = agent.run("Record 300 numbers.")
+    assert run.end == "wall_time"
+    runs = run.tool_runs
+    assert len(runs) == 300
+    ran = [r for r in runs if r.result.status == "ok"]
+    not_run = [r for r in runs if r.result.status != "ok"]
+    assert 0 < len(ran) < 300
+    assert sorted(effects) == [r.call.arguments["n"] for r in ran]
+    assert runs[: len(ran)] == tuple(ran)  # calls run in order until the budget ends
+    assert {(r.result.status, r.result.reason) for r in not_run} == {("rejected", "not_run")}
+    envelope = json.loads(not_run[0].result.content)
+    assert envelope["message"] == "the run's wall-time budget (1 s) ended before this call started; it was not run"
+    assert envelope["recoverable"] is True
+
+
+def test_fault11_calls_per_turn_are_capped() -> None:
+    """Fault 11: a turn with 40 calls runs the first 32 (the default cap); the other 8 are rejected, not run,
+    with feedback saying how many run per turn."""
+    effects: list[int] = []
+    text = "".join(_call("record", n=i) for i in range(40))
+    backend = ScriptedBackend([ScriptedTurn(content=text), ScriptedTurn(content="done")])
+    run = Agent(backend=backend, dispatcher=Dispatcher(_effects_registry(effects, 0.0))).run("Record 40 numbers.")
+    assert run.end == "final_answer"
+    assert effects == list(range(32))
+    statuses = [(r.result.status, r.result.reason) for r in run.tool_runs]
+    assert statuses == [("ok", None)] * 32 + [("rejected", "too_many_calls")] * 8
+    envelope = json.loads(run.tool_runs[32].result.content)
+    assert envelope["message"] == (
+        "this turn made 40 calls; at most 32 run in one turn, so calls 33 to 40 were not run"
+    )
+    assert envelope["suggestion"] == "call again with the calls still needed, at most 32 per turn"

@@ -78,3 +78,16 @@ def test_unknown_format_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path)), "--format", "nope"], input="x")
     assert result.exit_code == 2
     assert "unknown tool_format 'nope'" in result.output
+
+
+def test_fault7_invalid_utf8_stdin_is_read_with_replacement(tmp_path: Path) -> None:
+    """Fault 7: stdin that is not UTF-8 is decoded with U+FFFD replacements, and the output says how many."""
+    raw = b'caf\xe9 <tool_call>{"name": "get_time", "arguments": {}}</tool_call> \xff\xfe'
+    result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path))], input=raw)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [(c["name"], c["arguments"]) for c in out["calls"]] == [("get_time", {})]
+    assert out["content"] == "caf\ufffd  \ufffd\ufffd"
+    assert out["input_note"] == (
+        "stdin held 3 byte sequences that are not UTF-8; each was read as U+FFFD (the replacement character)"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -181,3 +182,78 @@ def test_dispatched_escape_is_a_permanent_tool_error(layout: tuple[Path, Path]) 
     listing = d.dispatch("list_dir", {}, session_id="s")
     assert [e["name"] for e in json.loads(listing.content)["entries"]] == ["hello.txt", "notes"]
     d.close()
+
+
+def test_fault2_fifo_is_refused_without_blocking(layout: tuple[Path, Path]) -> None:
+    """Fault 2: read_file on a FIFO inside the workspace is refused at once as not a regular file (through the
+    dispatcher: a tool error on the first attempt, not a timeout that leaves the thread stuck in open)."""
+    from tooldispatch.dispatch import Dispatcher, Registry
+
+    root, _ = layout
+    fifo = root / "pipe"
+    os.mkfifo(fifo)
+    registry = Registry()
+    registry.register("read_file", Workspace(root).read_file, read_only=True, concurrency_safe=True, timeout_s=1)
+    d = Dispatcher(registry, store=":memory:")
+    try:
+        result = d.dispatch("read_file", {"path": "pipe"}, session_id="s")
+        assert (result.status, result.reason, result.trace.attempts, result.trace.possibly_running) == (
+            "error",
+            "tool_error",
+            1,
+            False,
+        )
+        assert json.loads(result.content)["message"] == ("read_file failed: 'pipe' is not a regular file (status 403)")
+    finally:
+        d.close()
+        # Where a reader is blocked in open() (the fault), opening for writing releases it.
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+_SWAPPER = """
+import os, sys
+root, outside = sys.argv[1], sys.argv[2]
+sub, real = os.path.join(root, "sub"), os.path.join(root, "sub.real")
+print("ready", flush=True)
+while True:
+    os.rename(sub, real)
+    os.symlink(outside, sub)
+    os.unlink(sub)
+    os.rename(real, sub)
+"""
+
+
+def test_fault3_directory_swapped_for_a_symlink_never_leaks(tmp_path: Path) -> None:
+    """Fault 3: while another process swaps a directory of the workspace for a symlink to outside it, 3,000 reads
+    of a file under it return the inside file or a ToolError: never the outside file, never a raw OS error."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "secret.txt").write_text("inside", encoding="utf-8")
+    outside = tmp_path / "out"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("OUTSIDE", encoding="utf-8")
+    ws = Workspace(root)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(root), str(outside)], stdout=subprocess.PIPE, text=True
+    )
+    contents: list[str] = []
+    raw_errors: list[str] = []
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        for _ in range(3000):
+            try:
+                contents.append(ws.read_file("sub/secret.txt")["content"])
+            except ToolError:
+                continue
+            except Exception as exc:
+                raw_errors.append(type(exc).__name__)
+    finally:
+        swapper.kill()
+        swapper.wait()
+    assert "OUTSIDE" not in contents
+    assert raw_errors == []
+    assert set(contents) <= {"inside"}

@@ -137,3 +137,64 @@ def test_dispatched_refusal_not_retried() -> None:
         "address; only public hosts can be fetched (status 403)"
     )
     d.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "http://[2002:a9fe:a9fe::]/",
+            "refused to fetch '2002:a9fe:a9fe::': it resolves to 2002:a9fe:a9fe:: (6to4 form of 169.254.169.254), "
+            "a link-local address",
+        ),
+        (
+            "http://[2002:7f00:1::]/",
+            "refused to fetch '2002:7f00:1::': it resolves to 2002:7f00:1:: (6to4 form of 127.0.0.1), a loopback "
+            "address",
+        ),
+        (
+            "http://[2001:0:4136:e378::80ff:fffe]/",
+            "refused to fetch '2001:0:4136:e378::80ff:fffe': it resolves to 2001:0:4136:e378::80ff:fffe (Teredo form "
+            "of 127.0.0.1), a loopback address",
+        ),
+        (
+            "http://[64:ff9b::a9fe:a9fe]/",
+            "refused to fetch '64:ff9b::a9fe:a9fe': it resolves to 64:ff9b::a9fe:a9fe (NAT64 form of "
+            "169.254.169.254), a link-local address",
+        ),
+    ],
+)
+def test_fault4_ipv6_forms_carrying_refused_ipv4_are_refused(url: str, message: str) -> None:
+    """Fault 4: 6to4, Teredo and NAT64 addresses are refused when the IPv4 address they carry is, even when
+    private ranges are allowed."""
+    with pytest.raises(ToolError) as info:
+        Fetcher(resolver=_no_dns, allow_private=True).check(url)
+    assert str(info.value) == message + "; only public hosts can be fetched"
+    assert (info.value.status, info.value.retryable) == (403, False)
+
+
+def test_fault4_6to4_of_a_public_address_passes() -> None:
+    """Fault 4: a 6to4 address carrying a public IPv4 address is checked and accepted like that address."""
+    assert address_problem(ipaddress.ip_address("2002:5db8:d822::1")) is None
+    assert Fetcher(resolver=_no_dns).check("http://[2002:5db8:d822::1]/")[4] == "2002:5db8:d822::1"
+
+
+def test_fault4_overlong_dns_label_is_a_validation_error_not_retried() -> None:
+    """Fault 4: a host with a 64-character label is a permanent 400 refusal, reported once, never retried."""
+    from tooldispatch.dispatch import Dispatcher, Registry
+    from tooldispatch.tools.web import register_fetcher
+
+    url = f"http://{'a' * 64}.example.com/"
+    with pytest.raises(ToolError) as info:
+        Fetcher(resolver=_no_dns).fetch_url(url)
+    assert str(info.value).startswith(f"the URL {url!r} has an invalid host name (")
+    assert (info.value.status, info.value.retryable) == (400, False)
+    d = Dispatcher(register_fetcher(Registry(), Fetcher(resolver=_no_dns)), store=":memory:")
+    result = d.dispatch("fetch_url", {"url": url}, session_id="s")
+    assert (result.status, result.reason, result.trace.attempts, result.trace.retried) == (
+        "error",
+        "tool_error",
+        1,
+        False,
+    )
+    d.close()
