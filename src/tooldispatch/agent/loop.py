@@ -21,7 +21,7 @@ from typing import Any
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
-from tooldispatch.errors import BackendError, ConfigError
+from tooldispatch.errors import BackendError, ConfigError, ContextWindowExceeded
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, StreamParser
 from tooldispatch.toolspec import ToolSpec
@@ -300,6 +300,10 @@ class Agent:
             self._emit(TurnStarted(index))
             try:
                 completion = await self._model_turn(index, messages)
+            except ContextWindowExceeded as exc:  # a budget of its own: the window is full, nothing was generated
+                await self._drain_early()
+                end, error = "context_window", str(exc)
+                break
             except BackendError as exc:
                 await self._drain_early()
                 end, error = "backend_error", str(exc)

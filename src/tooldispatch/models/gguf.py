@@ -174,6 +174,18 @@ class GGUFHeader:
         return LLAMA_FTYPES.get(ft, f"ftype{ft}")
 
     @property
+    def architecture(self) -> str | None:
+        """``general.architecture`` (``qwen2``, ``llama``), when the file says."""
+        arch = self.metadata.get("general.architecture")
+        return arch if isinstance(arch, str) else None
+
+    @property
+    def context_length(self) -> int | None:
+        """The trained context length (``<architecture>.context_length``), when the file says."""
+        n = self.metadata.get(f"{self.architecture}.context_length")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+    @property
     def chat_template(self) -> str | None:
         """The model's own Jinja chat template (``tokenizer.chat_template``), when the file has one."""
         tpl = self.metadata.get("tokenizer.chat_template")
