@@ -12,8 +12,9 @@ from tooldispatch.models import list_models, load_manifest, parse_manifest, read
 MINIMAL = {"id": "tiny", "family": "tiny", "tool_format": "hermes", "license": "MIT"}
 
 
-def test_repository_manifests_load() -> None:
+def test_repository_manifests_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every manifest in models/ is valid, and the ids are the six shipped models."""
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path))
     assert [m.id for m in list_models()] == [
         "gemma3-270m",
         "qwen2.5-coder-0.5b-instruct",
@@ -115,10 +116,12 @@ def test_derived_from_unlisted_quantization() -> None:
         parse_manifest({**MINIMAL, "quantizations": {"Q8_0": {"source": "derived", "from": "F16"}}})
 
 
-def test_derived_k_quant_is_refused() -> None:
-    """Derived quantizations are legacy types only (K-quants fall back per tensor on these widths)."""
-    quants = {"Q4_K_M": {"source": "derived", "from": "Q4_K_M"}}
-    with pytest.raises(ConfigError, match=r"derived quantizations must be one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0"):
+def test_derived_types_are_the_ladder_and_imatrix_types() -> None:
+    """K-quants, IQ4 and importance-matrix types may be derived; a type llama.cpp does not make is refused."""
+    ok = {"Q8_0": {"source": "derived", "from": "Q8_0"}, "IQ2_M": {"source": "derived", "from": "Q8_0"}}
+    assert list(parse_manifest({**MINIMAL, "quantizations": ok}).quantizations) == ["Q8_0", "IQ2_M"]
+    quants = {"Q7_K": {"source": "derived", "from": "Q7_K"}}
+    with pytest.raises(ConfigError, match=r"derived quantizations must be one of Q8_0, Q6_K, Q5_K_M, .*, IQ1_S$"):
         parse_manifest({**MINIMAL, "quantizations": quants})
 
 
@@ -140,6 +143,7 @@ def test_id_must_match_file_name(tmp_path: Path) -> None:
 def test_unknown_model_lists_known(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading an unknown model names the known ones."""
     monkeypatch.setenv("TOOLDISPATCH_MANIFESTS_DIR", str(tmp_path))
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path / "cache"))
     (tmp_path / "tiny.toml").write_text('id = "tiny"\nfamily = "tiny"\ntool_format = "json"\nlicense = "MIT"\n')
-    with pytest.raises(ConfigError, match=r"no model manifest 'huge' .*; known models: tiny$"):
+    with pytest.raises(ConfigError, match=r"no model manifest 'huge' .*; known models: tiny \(add your own GGUF"):
         load_manifest("huge")
