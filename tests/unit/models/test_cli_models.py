@@ -33,7 +33,7 @@ def test_list_json_names_every_quantization(monkeypatch: pytest.MonkeyPatch, tmp
     rows = {(r["model"], r["quant"]): r["state"] for r in json.loads(result.stdout)}
     assert rows[("qwen3-32b", "NVFP4")] == "remote"
     assert rows[("smollm2-135m-instruct", "Q4_1")] == "-"
-    assert len(rows) == 21
+    assert len(rows) == 58
 
 
 def test_pull_of_remote_model_fails_with_advice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
