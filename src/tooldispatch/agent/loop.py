@@ -125,6 +125,8 @@ class Agent:
         request_extra: engine-specific request fields passed through (``ChatRequest.extra``).
         early_dispatch: start read-only, concurrency-safe calls as soon as the stream completes them,
             before the turn ends (side-effecting calls always wait for the whole turn).
+        temperature: sampling temperature of every model turn (0: greedy).
+        seed: sampling seed of every model turn (``None``: the engine's own).
     """
 
     def __init__(
@@ -147,6 +149,8 @@ class Agent:
         observer: Observer | None = None,
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
+        temperature: float = 0.0,
+        seed: int | None = 0,
     ) -> None:
         if dispatcher is None:
             if registry is None:
@@ -170,6 +174,8 @@ class Agent:
         self.observer = observer
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
         self.early_dispatch = early_dispatch
+        self.temperature = temperature
+        self.seed = seed
         self._tool_map = {t.name: t for t in self.tools}
         self._early: list[tuple[ToolCall, asyncio.Task[DispatchResult]]] = []
 
@@ -211,6 +217,8 @@ class Agent:
             tool_choice=self.tool_choice,
             constrained=self.constrained,
             extra=self.request_extra,
+            temperature=self.temperature,
+            seed=self.seed,
         )
         started = time.monotonic()
         watcher = (
