@@ -71,3 +71,12 @@ def test_default_n_ctx_follows_the_model_capped() -> None:
     assert default_n_ctx(silent, 2048) == 2048
     assert default_n_ctx(silent) == 4096
     assert default_n_ctx(qwen, cap=32768) == 32768
+
+
+def test_sampling_settings_reach_every_request() -> None:
+    """``temperature`` and ``seed`` given to the agent are sent with each model turn."""
+    backend = ScriptedBackend(
+        [ScriptedTurn(content='<tool_call>{"name": "ping", "arguments": {}}'), ScriptedTurn("ok")]
+    )
+    Agent(backend=backend, registry=_registry(), temperature=0.7, seed=3).run("go")
+    assert [(r.temperature, r.seed) for r in backend.requests] == [(0.7, 3), (0.7, 3)]
