@@ -10,6 +10,7 @@
     │   ├── BackendUnavailable        connection refused, dead server, engine failed to load
     │   ├── RateLimited               429 / quota; ``retry_after`` in seconds when the server said
     │   └── ProviderError             the engine answered with an error (4xx/5xx, error inside a 200 stream)
+    │       └── ContextWindowExceeded the prompt plus the turn's completion budget does not fit the window
     ├── ModelOutputError              the model's output cannot be used (no valid call where one was needed)
     └── ToolError                     a tool failed; becomes a model-visible result unless asked to raise
         └── ToolTimeout               a tool ran past its own budget
@@ -72,6 +73,22 @@ class RateLimited(BackendError):
 
 class ProviderError(BackendError):
     """The engine answered with an error (including errors inside an HTTP 200 stream)."""
+
+
+class ContextWindowExceeded(ProviderError):
+    """The prompt and the turn's completion budget do not fit the model's context window; nothing was generated.
+
+    Attributes:
+        prompt_tokens: tokens in the rendered prompt.
+        n_ctx: the context window.
+        reserve: completion tokens the turn asked room for.
+    """
+
+    def __init__(self, message: str, *, prompt_tokens: int, n_ctx: int, reserve: int) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.n_ctx = n_ctx
+        self.reserve = reserve
 
 
 class ModelOutputError(TooldispatchError):

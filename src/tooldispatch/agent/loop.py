@@ -21,7 +21,7 @@ from typing import Any
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
-from tooldispatch.errors import BackendError, ConfigError
+from tooldispatch.errors import BackendError, ConfigError, ContextWindowExceeded
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, StreamParser
 from tooldispatch.toolspec import ToolSpec
@@ -132,6 +132,8 @@ class Agent:
         request_extra: engine-specific request fields passed through (``ChatRequest.extra``).
         early_dispatch: start read-only, concurrency-safe calls as soon as the stream completes them,
             before the turn ends (side-effecting calls always wait for the whole turn).
+        temperature: sampling temperature of every model turn (0: greedy).
+        seed: sampling seed of every model turn (``None``: the engine's own).
     """
 
     def __init__(
@@ -154,6 +156,8 @@ class Agent:
         observer: Observer | None = None,
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
+        temperature: float = 0.0,
+        seed: int | None = 0,
     ) -> None:
         if dispatcher is None:
             if registry is None:
@@ -177,6 +181,8 @@ class Agent:
         self.observer = observer
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
         self.early_dispatch = early_dispatch
+        self.temperature = temperature
+        self.seed = seed
         self._tool_map = {t.name: t for t in self.tools}
         self._early: list[tuple[ToolCall, asyncio.Task[DispatchResult]]] = []
 
@@ -218,6 +224,8 @@ class Agent:
             tool_choice=self.tool_choice,
             constrained=self.constrained,
             extra=self.request_extra,
+            temperature=self.temperature,
+            seed=self.seed,
         )
         started = time.monotonic()
         watcher = (
@@ -341,6 +349,10 @@ class Agent:
             try:
                 async with asyncio.timeout_at(_loop_time(deadline)) as turn_timer:
                     completion = await self._model_turn(index, messages)
+            except ContextWindowExceeded as exc:  # a budget of its own: the window is full, nothing was generated
+                await self._drain_early()
+                end, error = "context_window", str(exc)
+                break
             except BackendError as exc:
                 await self._drain_early()
                 end, error = "backend_error", str(exc)

@@ -10,7 +10,9 @@ from tooldispatch.dispatch import DispatchResult
 from tooldispatch.errors import ConfigError
 from tooldispatch.types import ParseOutcome, ToolCall
 
-EndReason = Literal["final_answer", "max_turns", "max_tokens", "wall_time", "backend_error", "no_progress"]
+EndReason = Literal[
+    "final_answer", "max_turns", "max_tokens", "wall_time", "context_window", "backend_error", "no_progress"
+]
 """Why a run stopped. Only ``final_answer`` means the model finished on its own."""
 
 
@@ -120,7 +122,8 @@ class AgentRun:
         turns: every model turn.
         end: why the run stopped.
         final_answer: the model's final text when it finished on its own.
-        error: the backend error message when ``end == "backend_error"``.
+        error: the backend error message when ``end == "backend_error"``; what did not fit when
+            ``end == "context_window"`` (the next prompt plus the turn's completion budget).
         messages: the full conversation as sent to the model.
         wall_s: seconds for the whole run.
         overhead_s: seconds the loop itself spent outside model turns and tool runs.

@@ -33,8 +33,14 @@ from tooldispatch.backends.base import (
     ReasoningEnd,
     Usage,
 )
-from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundError, ProviderError
-from tooldispatch.models.gguf import GGUFError, read_header
+from tooldispatch.errors import (
+    BackendUnavailable,
+    ConfigError,
+    ContextWindowExceeded,
+    ModelNotFoundError,
+    ProviderError,
+)
+from tooldispatch.models.gguf import GGUFError, GGUFHeader, read_header
 from tooldispatch.models.manifest import Manifest, Reasoning, list_models, load_manifest
 from tooldispatch.models.store import parse_spec, resolve
 from tooldispatch.prompting.formats import get_format
@@ -42,6 +48,26 @@ from tooldispatch.prompting.grammar import tool_call_grammar
 from tooldispatch.prompting.markers import MarkerSplitter
 from tooldispatch.prompting.prompt import render_prompt
 from tooldispatch.prompting.template import ChatTemplate, template_source
+
+DEFAULT_N_CTX_CAP = 16_384
+"""The largest context window opened by default: the KV cache grows with it (about 200 MB for
+Qwen2.5-Coder-0.5B and 470 MB for the 1.5B at 16k, in F16), and a CPU prompt this long takes minutes
+anyway. Pass ``n_ctx`` to go beyond it, up to the model's trained length."""
+
+FALLBACK_N_CTX = 4096
+"""The window when neither the GGUF nor the manifest says the model's context length."""
+
+
+def default_n_ctx(header: GGUFHeader, manifest_length: int | None = None, *, cap: int = DEFAULT_N_CTX_CAP) -> int:
+    """The context window a model gets by default: its trained length, capped at ``cap``.
+
+    Args:
+        header: the GGUF header (``<arch>.context_length``).
+        manifest_length: the manifest's ``context_length``, used when the file does not say.
+        cap: the memory-safe ceiling.
+    """
+    length = header.context_length or manifest_length or FALLBACK_N_CTX
+    return min(length, cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +77,7 @@ class _Profile:
     template: str
     reasoning: Reasoning | None
     name: str
+    context_length: int | None = None
 
 
 def _profile(manifest: Manifest | str | None, family: str | None, model_path: Path) -> _Profile:
@@ -63,7 +90,12 @@ def _profile(manifest: Manifest | str | None, family: str | None, model_path: Pa
     if manifest is None:
         return _Profile("hermes", "user_turn", "gguf", None, model_path.stem)
     return _Profile(
-        manifest.tool_format, manifest.tool_results, manifest.chat_template, manifest.reasoning, manifest.id
+        manifest.tool_format,
+        manifest.tool_results,
+        manifest.chat_template,
+        manifest.reasoning,
+        manifest.id,
+        manifest.context_length,
     )
 
 
@@ -76,7 +108,8 @@ class LlamaCppBackend:
             markers. Without one (and without ``family``), the ``hermes`` format and the GGUF template.
         family: pick the first manifest of this family when ``manifest`` is not given.
         tool_format: override the manifest's tool format.
-        n_ctx: context window in tokens.
+        n_ctx: context window in tokens; by default the model's trained context length (from the GGUF, else
+            the manifest) capped at ``DEFAULT_N_CTX_CAP`` (16,384).
         n_threads: CPU threads (llama.cpp's default when ``None``).
         seed: default sampling seed (a request's ``seed`` wins).
         verbose: let llama.cpp log to stderr.
@@ -96,7 +129,7 @@ class LlamaCppBackend:
         manifest: Manifest | str | None = None,
         family: str | None = None,
         tool_format: str | None = None,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         seed: int = 0,
         verbose: bool = False,
@@ -120,6 +153,10 @@ class LlamaCppBackend:
         self.path = path
         self._seed = seed
         self._verbose = verbose
+        if n_ctx is None:
+            n_ctx = default_n_ctx(header, profile.context_length)
+        elif n_ctx < 16:
+            raise ConfigError(f"n_ctx must be at least 16 tokens, got {n_ctx}")
         try:
             import llama_cpp  # optional dependency, loaded on use
         except ImportError as exc:
@@ -157,6 +194,11 @@ class LlamaCppBackend:
     def capabilities(self) -> Capabilities:
         """In-process llama.cpp: prompt-mode tools, GBNF constraint available."""
         return self._capabilities
+
+    @property
+    def n_ctx(self) -> int:
+        """The context window in tokens (prompt and completion together)."""
+        return self._n_ctx
 
     @property
     def tool_format(self) -> str:
@@ -284,15 +326,22 @@ class LlamaCppBackend:
         """Run one turn and yield its events, ending with ``Usage`` and ``Finish``.
 
         Raises:
-            ProviderError: the prompt does not fit the context, or llama.cpp failed while generating.
+            ContextWindowExceeded: the prompt plus the completion budget (``max_tokens``, at most half the
+                window) does not fit the context; checked before anything is generated.
+            ProviderError: llama.cpp failed while generating.
             ConfigError: the chat template or the tool-call grammar failed.
         """
         prompt = self.render(request)
         tokens = self._tokenize(prompt)
-        if len(tokens) >= self._n_ctx:
-            raise ProviderError(
-                f"the prompt has {len(tokens)} tokens but n_ctx is {self._n_ctx}; create the backend with a "
-                "larger n_ctx or shorten the conversation"
+        reserve = max(1, min(request.max_tokens, self._n_ctx // 2))
+        if len(tokens) + reserve > self._n_ctx:
+            raise ContextWindowExceeded(
+                f"the prompt has {len(tokens)} tokens and the turn needs room for {reserve} more, but the context "
+                f"window is {self._n_ctx} tokens; start a shorter conversation or create the backend with a larger "
+                "n_ctx",
+                prompt_tokens=len(tokens),
+                n_ctx=self._n_ctx,
+                reserve=reserve,
             )
         gtext = self.grammar_text(request)
         grammar = self._grammar(gtext) if gtext is not None else None

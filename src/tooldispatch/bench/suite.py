@@ -212,7 +212,7 @@ def run_suite_command(
     constrained: Sequence[str],
     max_tokens: int,
     max_turns: int,
-    n_ctx: int,
+    n_ctx: int | None,
     run_dir: Path,
 ) -> str:
     """Run the suite for llama.cpp models (resuming ``run_dir``); write and return the Markdown summary."""

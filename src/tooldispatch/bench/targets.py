@@ -42,7 +42,7 @@ class MatrixSpec:
         provider_quantizations: OpenRouter quantizations, one cell each.
         provider_only: OpenRouter provider slugs to allow.
         n_threads: CPU threads for llama.cpp.
-        n_ctx: context length for llama.cpp.
+        n_ctx: context length for llama.cpp (``None``: the model's own, capped; see ``LlamaCppBackend``).
         api_key_env: environment variable holding the key (OpenRouter, or a protected server).
     """
 
@@ -56,7 +56,7 @@ class MatrixSpec:
     provider_quantizations: Sequence[str] = ()
     provider_only: Sequence[str] = ()
     n_threads: int | None = None
-    n_ctx: int = 4096
+    n_ctx: int | None = None
     api_key_env: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -125,7 +125,7 @@ def _llamacpp_factory(model_spec: str, spec: MatrixSpec) -> Any:
     def make() -> Backend:
         from tooldispatch.backends.llamacpp import LlamaCppBackend
 
-        kwargs: dict[str, Any] = {"n_ctx": spec.n_ctx}
+        kwargs: dict[str, Any] = {"n_ctx": spec.n_ctx} if spec.n_ctx else {}
         if spec.n_threads:
             kwargs["n_threads"] = spec.n_threads
         backend: Backend = LlamaCppBackend(model_spec, **kwargs)

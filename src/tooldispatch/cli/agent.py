@@ -161,7 +161,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         chosen = tasks[task]
         try:
             path = pull(model, console=console)
-            backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0], n_ctx=4096)
+            backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0])
         except TooldispatchError as exc:
             raise _fail(exc) from exc
         console.print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp")

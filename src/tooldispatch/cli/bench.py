@@ -34,6 +34,9 @@ _CONSTRAINED_HELP = (
 )
 
 
+_N_CTX_HELP = "llama.cpp context length (0: the model's own, capped at 16,384)."
+
+
 def _fail(exc: TooldispatchError) -> None:
     _console.print(f"[red]error:[/red] {exc}")
     raise typer.Exit(2) from exc
@@ -66,7 +69,7 @@ def bfcl(
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     concurrency: Annotated[int, typer.Option(help="Requests in flight (default: 1 local, 4 HTTP).")] = 0,
     n_threads: Annotated[int, typer.Option(help="llama.cpp CPU threads (0: its default).")] = 0,
-    n_ctx: Annotated[int, typer.Option(help="llama.cpp context length.")] = 4096,
+    n_ctx: Annotated[int, typer.Option(help=_N_CTX_HELP)] = 0,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning the same command resumes it.")] = Path(
         "runs/bfcl"
     ),
@@ -99,7 +102,7 @@ def bfcl(
             provider_quantizations=_split(provider_quantizations),
             provider_only=_split(provider_only),
             n_threads=n_threads or None,
-            n_ctx=n_ctx,
+            n_ctx=n_ctx or None,
         )
         targets = build_targets(spec)
         options = RunOptions(
@@ -145,7 +148,7 @@ def suite(
     constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
-    n_ctx: Annotated[int, typer.Option(help="llama.cpp context length.")] = 4096,
+    n_ctx: Annotated[int, typer.Option(help=_N_CTX_HELP)] = 0,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning resumes it.")] = Path("runs/suite"),
 ) -> None:
     """Run the project's own multi-turn tasks in the demo logistics world, scored by the world's final state
@@ -158,7 +161,7 @@ def suite(
             constrained=_constrained_modes(constrained),
             max_tokens=max_tokens,
             max_turns=max_turns,
-            n_ctx=n_ctx,
+            n_ctx=n_ctx or None,
             run_dir=run_dir,
         )
         _console.print(text)

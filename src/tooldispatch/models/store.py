@@ -54,12 +54,23 @@ class ModelSpec:
 
     @property
     def path(self) -> Path:
-        """Where the file lives (or will live) in the cache."""
+        """Where the file lives (or will live) in the cache; a ``local`` file stays where the user has it."""
+        if self.quant.source == "local":
+            return Path(self.quant.path)
         return cache_dir() / self.manifest.id / f"{self.quant.name}.gguf"
+
+    @property
+    def record_path(self) -> Path:
+        """The verification record: beside a cached file; in the cache for a user's own (``local``) file."""
+        if self.quant.source == "local":
+            return cache_dir() / self.manifest.id / f"{self.quant.name}.local.json"
+        return _record_path(self.path)
 
     @property
     def fix_command(self) -> str:
         """The command that makes this file exist."""
+        if self.quant.source == "local":
+            return f"tooldispatch models add {self.quant.path} --id {self.manifest.id} --force"
         verb = "quantize" if self.quant.source == "derived" else "pull"
         return f"tooldispatch models {verb} {self.text}"
 
@@ -79,24 +90,26 @@ def parse_spec(spec: str) -> ModelSpec:
     return ModelSpec(manifest=manifest, quant=manifest.quantization(quant.strip()))
 
 
-def _record_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
+def _record_path(path: Path, record: Path | None = None) -> Path:
+    return record if record is not None else path.with_name(path.name + ".json")
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
-    """The provenance record written next to a cached file, or ``None``."""
+def read_record(path: Path, *, record: Path | None = None) -> dict[str, Any] | None:
+    """The provenance record written next to a cached file (or at ``record``), or ``None``."""
     try:
-        data = json.loads(_record_path(path).read_text(encoding="utf-8"))
+        data = json.loads(_record_path(path, record).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def write_record(path: Path, sha256: str, **provenance: Any) -> None:
-    """Record a verified file's digest, size, mtime and provenance next to it."""
+def write_record(path: Path, sha256: str, *, record: Path | None = None, **provenance: Any) -> None:
+    """Record a verified file's digest, size, mtime and provenance next to it (or at ``record``)."""
     st = path.stat()
-    record = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, **provenance}
-    _record_path(path).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    data = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, **provenance}
+    target = _record_path(path, record)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
@@ -112,9 +125,9 @@ def sha256_file(path: Path, progress: Progress | None = None) -> str:
 
 
 def _expected_sha(spec: ModelSpec) -> str | None:
-    if spec.quant.source == "pypi":
+    if spec.quant.source in ("pypi", "local"):
         return spec.quant.sha256
-    record = read_record(spec.path)
+    record = read_record(spec.path, record=spec.record_path)
     sha = record.get("sha256") if record else None
     return sha if isinstance(sha, str) else None
 
@@ -136,7 +149,7 @@ def verify(spec: ModelSpec, *, progress: Progress | None = None) -> Path:
         raise ModelNotFoundError(
             f"model file {path} has no verification record; rebuild it with: {spec.fix_command} --force"
         )
-    record = read_record(path)
+    record = read_record(path, record=spec.record_path)
     st = path.stat()
     if (
         record
@@ -155,7 +168,7 @@ def verify(spec: ModelSpec, *, progress: Progress | None = None) -> Path:
             f"replace it with: {spec.fix_command} --force"
         )
     provenance = {k: v for k, v in (record or {}).items() if k not in ("sha256", "size", "mtime_ns")}
-    write_record(path, actual, **provenance)
+    write_record(path, actual, record=spec.record_path, **provenance)
     return path
 
 
@@ -291,6 +304,9 @@ def pull(
         from tooldispatch.models.quantize import quantize  # deferred: quantize imports this module
 
         return quantize(parsed.text, force=force, progress=progress, console=console)
+    if parsed.quant.source == "local":  # a user's own file: nothing to fetch, only to check
+        with _progress(console, progress) as bar:
+            return verify(parsed, progress=bar)
     if not force and parsed.path.is_file():
         with contextlib.suppress(ModelNotFoundError):
             return verify(parsed)

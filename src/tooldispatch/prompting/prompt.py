@@ -92,6 +92,36 @@ def prepare_messages(
     return out
 
 
+def native_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages for a template that renders tools itself, with each call's arguments as an object.
+
+    OpenAI messages carry ``tool_calls[].function.arguments`` as a JSON string. Templates write them
+    with ``arguments | tojson`` (Qwen2.5, Qwen3, Hermes), which turns a string into a quoted string:
+    the model would read its own earlier call as ``"arguments": "{\"id\": 1}"``, unlike anything it
+    was trained on. Decoded here (as ``transformers`` expects them), they render as the model wrote them.
+    A string that is not JSON is kept as it is.
+    """
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        if not calls:
+            out.append(dict(m))
+            continue
+        fixed: list[Any] = []
+        for call in calls:
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            args = fn.get("arguments") if isinstance(fn, Mapping) else None
+            if isinstance(args, str):
+                try:
+                    decoded = json.loads(args) if args.strip() else {}
+                except ValueError:
+                    decoded = args
+                call = {**call, "function": {**fn, "arguments": decoded}}  # type: ignore[dict-item]
+            fixed.append(call)
+        out.append({**m, "tool_calls": fixed})
+    return out
+
+
 def render_prompt(
     template: ChatTemplate,
     messages: Sequence[Mapping[str, Any]],
@@ -123,6 +153,8 @@ def render_prompt(
     use_native = template.renders_tools if native is None else native
     if use_native:
         openai_tools = [t.to_openai() for t in tools] or None
-        return template.render(messages, tools=openai_tools, add_generation_prompt=add_generation_prompt, **kwargs)
+        return template.render(
+            native_messages(messages), tools=openai_tools, add_generation_prompt=add_generation_prompt, **kwargs
+        )
     prepared = prepare_messages(messages, tools, tool_format=tool_format, tool_results=tool_results)
     return template.render(prepared, add_generation_prompt=add_generation_prompt, **kwargs)

