@@ -5,8 +5,6 @@ Thin: each command opens the state file, calls the library and prints a ``rich``
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -22,6 +20,7 @@ from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
 from tooldispatch.dispatch.state import State
 from tooldispatch.dispatch.trace import DispatchTrace
 from tooldispatch.errors import ConfigError
+from tooldispatch.sources import load_registry
 from tooldispatch.store import Store
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="The dispatcher's SQLite state file.")]
@@ -157,13 +156,17 @@ def approvals_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List suspended calls waiting for a person's decision."""
+    from tooldispatch.mcp.pins import Pins
+
     st = _open(store)
     try:
         pending = State(st).approvals(None if every else "pending")
+        changed = Pins(st).pending()
     finally:
         st.close()
     if as_json:
-        typer.echo(json.dumps([asdict(p) for p in pending], indent=2, ensure_ascii=False))
+        rows = [asdict(p) for p in pending] + [asdict(p) for p in changed]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     table = Table(title=f"approvals in {store} ({len(pending)})")
     for col in ("id", "created (UTC)", "session", "tool", "arguments", "state", "reason"):
@@ -179,36 +182,29 @@ def approvals_list(
             p.reason or "",
         )
     _console().print(table)
+    for pin in changed:
+        typer.echo(
+            f"{pin.id}: MCP server {pin.server!r} changed tool {pin.tool!r} (definition sha256 {pin.sha256[:12]}); "
+            f"blocked until approved: {json.dumps(pin.definition, ensure_ascii=False)}"
+        )
 
 
-def load_registry(target: str) -> Registry:
-    """Load a ``Registry`` named ``module:attr`` or ``path/to/file.py:attr``.
+def _decide_pin(approval_id: str, store: Path, state: str) -> None:
+    """Approve or deny a changed MCP tool definition (``pin_...`` ids)."""
+    import time
 
-    ``attr`` is a ``Registry``, or a callable taking no arguments that returns one.
+    from tooldispatch.mcp.pins import Pins
 
-    Raises:
-        ConfigError: the target cannot be imported or is not a registry.
-    """
-    module_name, sep, attr = target.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--tools {target!r} must look like 'package.module:attr' or 'path/to/file.py:attr'")
+    st = _open(store)
     try:
-        if module_name.endswith(".py"):
-            spec = importlib.util.spec_from_file_location(f"_tooldispatch_tools_{Path(module_name).stem}", module_name)
-            if spec is None or spec.loader is None:
-                raise ConfigError(f"cannot load {module_name}; check the path")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except (ImportError, OSError) as exc:
-        raise ConfigError(f"cannot import {module_name!r} for --tools: {exc}") from exc
-    value = getattr(module, attr, None)
-    if callable(value) and not isinstance(value, Registry):
-        value = value()
-    if not isinstance(value, Registry):
-        raise ConfigError(f"--tools {target!r} is not a Registry nor a function returning one")
-    return value
+        pins = Pins(st)
+        pin = pins.decide(approval_id, "approved" if state == "approved" else "denied", time.time())
+        known = pins.get(approval_id)
+    finally:
+        st.close()
+    if pin is None:
+        _fail(f"no pending MCP tool change {approval_id!r}" + (f" (it is {known.state})" if known else ""))
+    typer.echo(f"{pin.id}: MCP server {pin.server!r} tool {pin.tool!r} version {pin.sha256[:12]} is {pin.state}")
 
 
 def approvals_approve(
@@ -221,6 +217,9 @@ def approvals_approve(
     ] = None,
     store: StoreOpt = Path("state.db"),
     args: Annotated[str | None, typer.Option("--args", help="Edited arguments as a JSON object.")] = None,
+    mcp: Annotated[
+        list[Path] | None, typer.Option("--mcp", help="The mcpServers file(s) whose tool was suspended.")
+    ] = None,
 ) -> None:
     """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
     edited: dict[str, Any] | None = None
@@ -232,15 +231,30 @@ def approvals_approve(
         if not isinstance(parsed, dict):
             _fail('--args must be a JSON object, e.g. \'{"order_id": "o-101"}\'')
         edited = parsed
-    if tools is None:
-        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr'")
+    if approval_id.startswith("pin_"):
+        _decide_pin(approval_id, store, "approved")
+        return
+    if tools is None and not mcp:
+        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr' or --mcp FILE")
     st = _open(store)
+    sources = None
     try:
-        dispatcher = Dispatcher(load_registry(tools), store=st)
+        if mcp:
+            from tooldispatch.sources import load_sources
+
+            sources = load_sources([tools] if tools else [], mcp, store=st)
+            dispatcher = Dispatcher(sources.registry, store=st)
+        else:
+            assert tools is not None
+            dispatcher = Dispatcher(load_registry(tools), store=st)
         result = dispatcher.approve(approval_id, edited)
     except ConfigError as exc:
+        if sources is not None:
+            sources.close()
         st.close()
         _fail(str(exc))
+    if sources is not None:
+        sources.close()
     dispatcher.close()
     _print_result(result)
 
@@ -251,6 +265,9 @@ def approvals_deny(
     store: StoreOpt = Path("state.db"),
 ) -> None:
     """Deny a suspended call: it never runs, and the model is told why."""
+    if approval_id.startswith("pin_"):
+        _decide_pin(approval_id, store, "denied")
+        return
     st = _open(store)
     dispatcher = Dispatcher(Registry(), store=st)
     try:
