@@ -215,9 +215,10 @@ class Connection:
             return
         assert self.config.url is not None
         _log(log, f"connecting to {self.config.url}")
-        async with httpx2.AsyncClient(
-            headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0)
-        ) as http, streamable_http_client(self.config.url, http_client=http) as streams:
+        async with (
+            httpx2.AsyncClient(headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+            streamable_http_client(self.config.url, http_client=http) as streams,
+        ):
             yield _Streams(streams)
 
     async def _teardown(self) -> None:
