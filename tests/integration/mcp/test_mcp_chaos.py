@@ -68,7 +68,9 @@ def test_kill_the_stdio_server_mid_call_100_times(tmp_path: Path) -> None:
             tool = "record" if i % 2 else "lookup"
             call_id = f"c{i}"
             box: dict[str, object] = {}
-            worker = threading.Thread(target=lambda t=tool, c=call_id: box.update(r=dispatcher.dispatch(t, {"id": c})))
+            worker = threading.Thread(
+                target=lambda t=tool, c=call_id, b=box: b.update(r=dispatcher.dispatch(t, {"id": c}))
+            )
             worker.start()
             pid = _wait_for(journal, f"start {tool} {call_id} ", time.monotonic() + 30)
             assert pid is not None, f"call {i} never reached the server"
