@@ -50,13 +50,17 @@ def build_server(dispatcher: Dispatcher, *, session_id: str | None = None, name:
             params.name, dict(params.arguments or {}), session_id=session, trigger="mcp_client"
         )
         structured: Any = None
-        if result.ok and isinstance(result.value, dict) and result.trace.bounded_chars == 0:
+        if result.trace.bounded_chars:
+            structured = None
+        elif result.ok and isinstance(result.value, dict):
             structured = result.value
-        elif not result.ok:
+        else:
             try:
                 structured = json.loads(result.content)
             except ValueError:
                 structured = None
+        if not isinstance(structured, dict):
+            structured = None
         return types.CallToolResult(
             content=[types.TextContent(text=result.content)],
             structured_content=structured,
