@@ -89,8 +89,8 @@ class Connection:
             if self._client is not None and self._healthy():
                 return self._client
             await self._teardown()
-            if self.failures:
-                delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (self.failures - 1))
+            delay = backoff_s(self.failures, self.backoff_base_s, self.backoff_max_s)
+            if delay:
                 await asyncio.sleep(max(0.0, self._gone_at + delay - time.monotonic()))
             try:
                 return await asyncio.wait_for(self._start(), self.config.startup_timeout_s)
@@ -234,6 +234,13 @@ class Connection:
             with contextlib.suppress(BaseException):
                 await task
         self._client = None
+
+
+def backoff_s(failures: int, base_s: float, most_s: float) -> float:
+    """The delay before a restart after ``failures`` consecutive failures: none, then doubling up to ``most_s``."""
+    if failures <= 0:
+        return 0.0
+    return float(min(most_s, base_s * 2 ** (failures - 1)))
 
 
 class _Streams:

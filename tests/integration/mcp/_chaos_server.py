@@ -42,6 +42,7 @@ def answer(msg_id: object, result: object = None, error: object = None) -> None:
 
 
 def main() -> None:
+    print(f"chaos server {os.getpid()} ready", file=sys.stderr, flush=True)
     for line in sys.stdin:
         msg = json.loads(line)
         method, msg_id = msg.get("method"), msg.get("id")
