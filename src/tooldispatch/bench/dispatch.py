@@ -276,3 +276,71 @@ def run_dispatch_bench(
         store="SQLite file (WAL, synchronous=NORMAL) in a temp folder",
         python=platform.python_version(),
     )
+
+
+MCP_TARGET_US = 500.0
+
+
+def run_mcp_overhead(*, iterations: int = 400, block: int = 25) -> Overhead:
+    """What the dispatch layer adds over a direct MCP SDK call, on ``mcp-server-time`` over stdio.
+
+    The direct call is ``Client.call_tool`` awaited on the connection's own loop (the SDK alone); the dispatched
+    one is ``Dispatcher.dispatch`` of the same call from this thread (admission, validation, timer, trace, the
+    hop onto the connection's loop, result conversion). Blocks of ``block`` calls alternate, so both see the same
+    machine. The tool is trusted read-only, as the server annotates it.
+
+    Raises:
+        ConfigError: the mcp SDK or mcp-server-time is not installed.
+    """
+    import importlib.util
+    import sys
+
+    from tooldispatch.errors import ConfigError
+
+    if importlib.util.find_spec("mcp_server_time") is None:
+        raise ConfigError("the MCP row needs mcp-server-time: pip install -e '.[dev]'")
+    from tooldispatch.mcp.config import parse_config
+    from tooldispatch.mcp.source import McpServers
+    from tooldispatch.store import Store
+
+    args = {"timezone": "UTC"}
+    config = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    servers = parse_config({"mcpServers": {"time": {**config, "trust": "annotations"}}}, origin="bench")
+    with tempfile.TemporaryDirectory(prefix="tooldispatch-bench-mcp-") as tmp:
+        store = Store(Path(tmp) / "state.db")
+        with McpServers(servers, store=store, log_dir=tmp) as mcp:
+            connection = mcp.servers["time"].connection
+            dispatcher = Dispatcher(mcp.servers["time"].registry, store=store)
+
+            async def direct(n: int) -> list[float]:
+                client = await connection.client()
+                out = []
+                for _ in range(n):
+                    start = time.perf_counter_ns()
+                    await client.call_tool("get_current_time", args)
+                    out.append((time.perf_counter_ns() - start) / 1000.0)
+                return out
+
+            def dispatched(n: int) -> list[float]:
+                out = []
+                for _ in range(n):
+                    start = time.perf_counter_ns()
+                    _expect_ok(dispatcher.dispatch("get_current_time", args, session_id="bench-mcp"), "MCP")
+                    out.append((time.perf_counter_ns() - start) / 1000.0)
+                return out
+
+            mcp.supervisor.run(direct(block))
+            dispatched(block)
+            bare: list[float] = []
+            through: list[float] = []
+            for _ in range(max(1, iterations // block)):
+                bare += mcp.supervisor.run(direct(block))
+                through += dispatched(block)
+            dispatcher.close()
+    bare.sort()
+    through.sort()
+
+    def timing(name: str, samples: list[float]) -> Timing:
+        return Timing(name, len(samples), round(statistics.median(samples), 3), round(_percentile(samples, 0.95), 3))
+
+    return Overhead(timing("SDK call_tool (stdio)", bare), timing("dispatch of the same call", through), MCP_TARGET_US)

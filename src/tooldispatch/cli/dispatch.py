@@ -297,6 +297,9 @@ def bench_dispatch(
     sessions: Annotated[int, typer.Option(min=1, help="Concurrent sessions for the throughput run.")] = 8,
     calls_per_session: Annotated[int, typer.Option(min=10, help="Calls per session in the throughput run.")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    mcp: Annotated[
+        bool, typer.Option("--mcp/--no-mcp", help="Also measure an MCP call (mcp-server-time over stdio).")
+    ] = True,
 ) -> None:
     """Dispatch overhead against a bare function call, and calls/s with concurrent sessions."""
     from tooldispatch.bench.dispatch import run_dispatch_bench
@@ -355,6 +358,32 @@ def bench_dispatch(
     t2.add_row("  the same calls from one session alone", f"{tp.one_session_calls_per_s:,.0f}")
     console.print(t2)
     console.print(f"store: {result.store}; python {result.python}", highlight=False)
+    if mcp:
+        _bench_mcp_row(console)
+
+
+def _bench_mcp_row(console: Console) -> None:
+    """The MCP row: dispatch of an MCP call against the SDK's direct call, side by side."""
+    from tooldispatch.bench.dispatch import run_mcp_overhead
+
+    try:
+        o = run_mcp_overhead()
+    except ConfigError as exc:
+        console.print(f"MCP row skipped: {exc}", highlight=False)
+        return
+    table = Table(title="MCP: dispatch over a direct SDK call (µs), mcp-server-time over stdio, side by side")
+    for col in ("variant", "n", "SDK median", "dispatched median", "overhead median", "overhead p95", "target"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    table.add_row(
+        "get_current_time (read-only)",
+        str(o.dispatched.n),
+        f"{o.bare.median_us:.1f}",
+        f"{o.dispatched.median_us:.1f}",
+        f"{o.median_overhead_us:.1f}",
+        f"{o.p95_overhead_us:.1f}",
+        f"≤ {o.target_us:g} {'[green]meets[/]' if o.meets_target else '[red]misses[/]'}",
+    )
+    console.print(table)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
