@@ -140,3 +140,19 @@ def test_git_server_reads_writes_and_asks_approval_for_destructive_tools(git_rep
     assert len(pids) == 1
     assert not alive(pids[0])
     assert (tmp_path / "logs" / "git.log").read_text().startswith("--- tooldispatch ")
+
+
+def test_an_agent_calls_mcp_server_time_through_the_loop(time_servers: tuple[McpServers, Dispatcher]) -> None:
+    """The agent loop offers the MCP tool to the model and dispatches its call (a scripted model stands in)."""
+    from tooldispatch.agent import Agent, Budget
+    from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
+
+    _, dispatcher = time_servers
+    call = '<tool_call>{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}</tool_call>'
+    backend = ScriptedBackend([ScriptedTurn(content=call), ScriptedTurn(content="It is evening in Tokyo.")])
+    run = Agent(backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=3)).run("What time is it in Tokyo?")
+    assert run.final_answer == "It is evening in Tokyo."
+    offered = [t.name for t in backend.requests[0].tools]
+    assert "get_current_time" in offered
+    tool_message = next(m for m in backend.requests[1].messages if m["role"] == "tool")
+    assert json.loads(tool_message["content"])["timezone"] == "Asia/Tokyo"
