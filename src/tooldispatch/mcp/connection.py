@@ -67,6 +67,7 @@ class Connection:
         self._client: Client | None = None
         self._process: StdioProcess | None = None
         self._task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[Client] | None = None
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._broken = False
@@ -77,35 +78,63 @@ class Connection:
         """The running stdio server's process id."""
         return self._process.pid if self._process is not None and self._process.alive else None
 
-    async def client(self) -> Client:
+    @property
+    def ready(self) -> bool:
+        """Whether the server is started, initialized and (for stdio) still running."""
+        return self._client is not None and self._healthy()
+
+    async def client(self, wait_s: float | None = None) -> Client:
         """The connected client, starting (or restarting, after the backoff) the server when needed.
 
+        Args:
+            wait_s: how long this caller waits for a start in progress; the start itself goes on (shielded), so
+                a later call finds the server ready.
+
         Raises:
-            ToolError: the server could not be started or initialized (``before_execution``: nothing ran).
+            ToolError: the server could not be started or initialized, or is still starting after ``wait_s``
+                (``before_execution``: nothing ran).
         """
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._client is not None and self._healthy():
                 return self._client
-            await self._teardown()
-            delay = backoff_s(self.failures, self.backoff_base_s, self.backoff_max_s)
-            if delay:
-                await asyncio.sleep(max(0.0, self._gone_at + delay - time.monotonic()))
-            try:
-                return await asyncio.wait_for(self._start(), self.config.startup_timeout_s)
-            except Exception as exc:
-                self._note_gone()
-                await self._teardown()
-                why = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {_short(exc)}"
-                raise ToolError(
-                    f"MCP server {self.config.name!r} could not be started ({why}); see its log {self.log_path}",
-                    before_execution=True,
-                ) from None
+            if self._starting is None or self._starting.done():
+                self._starting = asyncio.create_task(self._restart())
+            starting = self._starting
+        try:
+            return await asyncio.wait_for(asyncio.shield(starting), wait_s)
+        except TimeoutError:
+            raise ToolError(
+                f"MCP server {self.config.name!r} is still starting after {wait_s:g} s; try again shortly",
+                before_execution=True,
+            ) from None
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call a tool and return its result as a JSON value (see ``convert`` for how failures map)."""
-        client = await self.client()
+    async def _restart(self) -> Client:
+        await self._teardown()
+        delay = backoff_s(self.failures, self.backoff_base_s, self.backoff_max_s)
+        if delay:
+            await asyncio.sleep(max(0.0, self._gone_at + delay - time.monotonic()))
+        try:
+            return await asyncio.wait_for(self._start(), self.config.startup_timeout_s)
+        except Exception as exc:
+            self._note_gone()
+            await self._teardown()
+            why = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {_short(exc)}"
+            raise ToolError(
+                f"MCP server {self.config.name!r} could not be started ({why}); see its log {self.log_path}",
+                before_execution=True,
+            ) from None
+
+    async def call(self, tool: str, arguments: dict[str, Any], *, start_wait_s: float | None = None) -> Any:
+        """Call a tool and return its result as a JSON value (see ``convert`` for how failures map).
+
+        Args:
+            tool: the tool's name on the server.
+            arguments: its arguments.
+            start_wait_s: how long to wait for the server to start before giving up with nothing sent.
+        """
+        client = await self.client(start_wait_s)
         if self._process is not None and not self._process.alive:
             self._note_gone()
             raise ToolError(
@@ -132,6 +161,11 @@ class Connection:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            starting, self._starting = self._starting, None
+            if starting is not None and not starting.done():
+                starting.cancel()
+                with contextlib.suppress(BaseException):
+                    await starting
             await self._teardown()
 
     # ------------------------------------------------------------------ internals

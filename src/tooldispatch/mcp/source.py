@@ -177,7 +177,7 @@ class McpServers:
         try:
             server.registry.register(
                 name,
-                _caller(self, server, remote),
+                _caller(self, server, remote, float(kw["timeout_s"]) / 2),
                 schema=definition.get("input_schema") or {"type": "object", "properties": {}},
                 description=str(definition.get("description") or ""),
                 version=digest[:12],
@@ -192,22 +192,29 @@ class McpServers:
             server.notes.append(f"MCP server {config.name!r}: {remote} {note}")
         server.notes.extend(w for w in server.registry.warnings if w not in server.notes)
 
-    async def call(self, server: ServerTools, remote: str, arguments: dict[str, Any]) -> Any:
-        """Call a server's tool from any event loop, unless its definition changed and awaits approval."""
+    async def call(
+        self, server: ServerTools, remote: str, arguments: dict[str, Any], *, start_wait_s: float | None = None
+    ) -> Any:
+        """Call a server's tool from any event loop, unless its definition changed and awaits approval.
+
+        A server that is not up yet is waited for at most ``start_wait_s`` (half the tool's budget when called as a
+        tool), so a slow start fails the call as "nothing ran" (retryable) before the tool's timer could call its
+        outcome unknown.
+        """
         pin_id = server.blocked.get(remote)
         if pin_id is not None:
             pin = self.pins.get(pin_id)
             if pin is None or pin.state != "approved":
                 raise ToolError(_blocked(server.config.name, remote, pin_id), retryable=False, before_execution=True)
             server.blocked.pop(remote, None)
-        return await self.supervisor.arun(self._call(server, remote, arguments))
+        return await self.supervisor.arun(self._call(server, remote, arguments, start_wait_s))
 
-    async def _call(self, server: ServerTools, remote: str, arguments: dict[str, Any]) -> Any:
-        await server.connection.client()
+    async def _call(self, server: ServerTools, remote: str, arguments: dict[str, Any], wait_s: float | None) -> Any:
+        await server.connection.client(wait_s)
         pin_id = server.blocked.get(remote)
         if pin_id is not None:
             raise ToolError(_blocked(server.config.name, remote, pin_id), retryable=False, before_execution=True)
-        return await server.connection.call(remote, arguments)
+        return await server.connection.call(remote, arguments, start_wait_s=wait_s)
 
 
 def _blocked(server: str, tool: str, pin_id: str) -> str:
@@ -217,9 +224,9 @@ def _blocked(server: str, tool: str, pin_id: str) -> str:
     )
 
 
-def _caller(servers: McpServers, server: ServerTools, remote: str) -> Any:
+def _caller(servers: McpServers, server: ServerTools, remote: str, start_wait_s: float) -> Any:
     async def call_mcp_tool(**arguments: Any) -> Any:
-        return await servers.call(server, remote, arguments)
+        return await servers.call(server, remote, arguments, start_wait_s=start_wait_s)
 
     call_mcp_tool.__qualname__ = f"mcp:{server.config.name}:{remote}"
     return call_mcp_tool

@@ -3,7 +3,8 @@
 It speaks the handshake-era protocol (``initialize``; ``server/discover`` is refused, so the SDK's client falls
 back to it). Tools: ``lookup`` (read-only) and ``record`` (side-effecting). Each call appends ``start <id>``
 to the journal, waits, and ``record`` then appends ``effect <id>`` (the side effect) before waiting again,
-so a kill can land before or after the effect. Usage: python _chaos_server.py JOURNAL.
+so a kill can land before or after the effect. ``CHAOS_START_DELAY_S`` delays its start.
+Usage: python _chaos_server.py JOURNAL.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def answer(msg_id: object, result: object = None, error: object = None) -> None:
 
 
 def main() -> None:
+    time.sleep(float(os.environ.get("CHAOS_START_DELAY_S", "0")))
     print(f"chaos server {os.getpid()} ready", file=sys.stderr, flush=True)
     for line in sys.stdin:
         msg = json.loads(line)

@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from json import loads as json_loads
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,33 @@ def test_servers_are_stopped_and_reaped_when_the_process_exits(tmp_path: Path) -
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.strip())
     assert not alive(pid)
+
+
+def test_a_slow_start_fails_the_call_as_not_run_and_goes_on_in_the_background(tmp_path: Path) -> None:
+    """A server slower to start than half a tool's budget: the call ends 'nothing ran' (no unknown outcome), the
+    start goes on, and a later call finds the server ready."""
+    pytest.importorskip("mcp")
+    store = Store(tmp_path / "state.db")
+    with McpServers(_config(tmp_path / "j.txt"), store=store, log_dir=tmp_path / "logs"):
+        pass
+    command = {"command": sys.executable, "args": [str(HERE / "_chaos_server.py"), str(tmp_path / "j.txt")]}
+    slow = {**command, "env": {"CHAOS_START_DELAY_S": "3"}, "trust": "annotations", "timeout_s": 1}
+    with McpServers(parse_config({"mcpServers": {"chaos": slow}}), store=store, log_dir=tmp_path / "logs") as servers:
+        dispatcher = Dispatcher(servers.servers["chaos"].registry, store=store)
+        early = dispatcher.dispatch("record", {"id": "r1"})
+        envelope = json_loads(early.content)
+        assert (early.status, envelope["error"], envelope["recoverable"], early.trace.attempts) == (
+            "error",
+            "tool_error",
+            True,
+            2,
+        )
+        assert "is still starting" in envelope["message"]
+        connection = servers.servers["chaos"].connection
+        deadline = time.monotonic() + 30
+        while not connection.ready and time.monotonic() < deadline:
+            time.sleep(0.05)
+        later = dispatcher.dispatch("record", {"id": "r1"})
+        assert (later.status, later.value) == ("ok", "record r1 done")
+        assert connection.starts == 1
+        dispatcher.close()
