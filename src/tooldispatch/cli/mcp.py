@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -60,15 +61,21 @@ def serve(
         print(f"note: {note}", file=sys.stderr, flush=True)
     dispatcher = Dispatcher(sources.registry, store=st)
     server = build_server(dispatcher, session_id=session)
+
+    def ready(bound: int) -> None:
+        print(f"serving MCP on http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # servers are stopped and reaped on SIGTERM too, not left behind
+    serving = serve_stdio(server) if kind == "stdio" else serve_http(server, port=port, ready=ready)
     try:
-        if kind == "stdio":
-            anyio.run(serve_stdio, server)
+        if sources.mcp is not None:
+            # On the loop that owns the MCP connections, calls reach them without a hop between threads.
+            sources.mcp.supervisor.run(serving)
         else:
-
-            def ready(bound: int) -> None:
-                print(f"serving MCP on http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
-
-            anyio.run(lambda: serve_http(server, port=port, ready=ready))
+            anyio.run(lambda: serving)
     except KeyboardInterrupt:
         pass
     finally:

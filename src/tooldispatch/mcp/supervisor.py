@@ -38,7 +38,9 @@ class Supervisor:
         return self.submit(coro).result(timeout_s)
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await a coroutine run on the supervisor's loop (from another event loop); cancelling cancels it."""
+        """Await a coroutine run on the supervisor's loop; cancelling cancels it. On that loop already, no hop."""
+        if asyncio.get_running_loop() is self.loop:
+            return await coro
         return await asyncio.wrap_future(self.submit(coro))
 
     def on_close(self, stop: Any) -> None:

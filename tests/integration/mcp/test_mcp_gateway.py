@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tooldispatch
-from conftest import HERE, need, write_config
+from conftest import HERE, alive, need, write_config
 from tooldispatch.cli import app
 
 pytestmark = pytest.mark.integration
@@ -123,10 +123,16 @@ def test_gateway_over_streamable_http_on_loopback(tmp_path: Path) -> None:
         async def session() -> None:
             async with Client(url) as client:
                 assert len((await client.list_tools()).tools) == 4
+                assert (await client.call_tool("lookup", {"id": "h1"})).content[0].text == '"lookup h1 done"'
                 result = await client.call_tool("reserve", {"slot": "h"})
                 assert json.loads(result.content[0].text) == {"reserved": "h"}
 
         anyio.run(session)
-    finally:
         proc.terminate()
+        assert proc.wait(20) == 0
+        chaos_log = (tmp_path / "logs" / "chaos.log").read_text()
+        [pid] = [int(line.split()[2]) for line in chaos_log.splitlines() if line.startswith("chaos server ")]
+        assert not alive(pid)
+    finally:
+        proc.kill()
         proc.wait(20)
