@@ -123,3 +123,23 @@ def test_a_slow_start_fails_the_call_as_not_run_and_goes_on_in_the_background(tm
         assert (later.status, later.value) == ("ok", "record r1 done")
         assert connection.starts == 1
         dispatcher.close()
+
+
+def test_config_declarations_give_mcp_tools_quotas_and_approvals(tmp_path: Path) -> None:
+    """Per-tool declarations in the config apply through the dispatcher: a quota refuses, an approval suspends."""
+    pytest.importorskip("mcp")
+    command = {"command": sys.executable, "args": [str(HERE / "_chaos_server.py"), str(tmp_path / "j.txt")]}
+    tools = {"lookup": {"read_only": True, "quota": {"limit": 1}}, "record": {"requires_approval": True}}
+    configs = parse_config({"mcpServers": {"chaos": {**command, "tools": tools}}})
+    store = Store(tmp_path / "state.db")
+    with McpServers(configs, store=store, log_dir=tmp_path / "logs") as servers:
+        dispatcher = Dispatcher(servers.servers["chaos"].registry, store=store)
+        assert dispatcher.dispatch("lookup", {"id": "1"}).status == "ok"
+        assert dispatcher.dispatch("lookup", {"id": "2"}).reason == "quota_exceeded"
+        waiting = dispatcher.dispatch("record", {"id": "r"})
+        assert waiting.status == "awaiting_approval"
+        assert "effect r" not in (tmp_path / "j.txt").read_text()
+        assert waiting.approval_id is not None
+        assert dispatcher.approve(waiting.approval_id).value == "record r done"
+        assert (tmp_path / "j.txt").read_text().count("effect r") == 1
+        dispatcher.close()
