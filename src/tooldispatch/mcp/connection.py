@@ -68,6 +68,7 @@ class Connection:
         self._process: StdioProcess | None = None
         self._task: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[Client] | None = None
+        self._ended_with: BaseException | None = None
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._broken = False
@@ -120,7 +121,7 @@ class Connection:
         except Exception as exc:
             self._note_gone()
             await self._teardown()
-            why = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {_short(exc)}"
+            why = "timed out" if isinstance(exc, TimeoutError) else _short(exc)
             raise ToolError(
                 f"MCP server {self.config.name!r} could not be started ({why}); see its log {self.log_path}",
                 before_execution=True,
@@ -180,8 +181,19 @@ class Connection:
         self.failures += 1
         self._gone_at = time.monotonic()
 
-    async def _lost(self, tool: str) -> ServerLost:
+    async def _lost(self, tool: str) -> Exception:
+        """The error for a call whose connection closed: nothing ran when an HTTP server refused the connection
+        (the request was never delivered), else the outcome is unknown."""
         self._note_gone()
+        task = self._task
+        if self._process is None and task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(task), 1.0)
+            if any(isinstance(e, httpx2.ConnectError | ConnectionRefusedError) for e in _leaves(self._ended_with)):
+                return ToolError(
+                    f"MCP server {self.config.name!r} refused the connection; {tool} was not sent",
+                    before_execution=True,
+                )
         status = None
         if self._process is not None:
             with contextlib.suppress(TimeoutError):
@@ -201,6 +213,7 @@ class Connection:
         ready: asyncio.Future[Client] = loop.create_future()
         self._stop = asyncio.Event()
         self._broken = False
+        self._ended_with = None
         self.starts += 1
         self._task = asyncio.create_task(self._run(ready, self._stop))
         client = await ready
@@ -230,11 +243,12 @@ class Connection:
                     self._note_gone()
                     _log(log, f"server exited (status {self._process.returncode if self._process else '?'})")
         except Exception as exc:
+            self._ended_with = exc
             if not ready.done():
                 ready.set_exception(exc)
             else:
                 self._note_gone()
-            _log(log, f"connection ended: {type(exc).__name__}: {_short(exc)}")
+            _log(log, f"connection ended: {_short(exc)}")
         finally:
             self._client = None
             log.close()
@@ -308,6 +322,18 @@ def _log(log: IO[str], line: str) -> None:
         log.flush()
 
 
+def _leaves(exc: BaseException | None) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or the exception itself."""
+    if exc is None:
+        return []
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    leaves = _leaves(exc)
+    first = leaves[0] if leaves else exc
+    text = str(first).strip().splitlines()
+    name = type(first).__name__
+    return f"{name}: {text[0][:300]}" if text else name

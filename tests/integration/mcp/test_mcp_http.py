@@ -60,8 +60,12 @@ def test_hang_fail_big_structured_and_crash(http_server: tuple[str, subprocess.P
         assert "while crash was in flight" in envelope["message"]
         again = dispatcher.dispatch("crash", {"text": "x"})
         assert again.reason == "idempotency_conflict"
+        assert proc.wait(10) == 3
+        down = dispatcher.dispatch("echo", {"text": "x"})
+        envelope = json.loads(down.content)
+        assert (down.reason, envelope["recoverable"], down.trace.attempts) == ("tool_error", True, 2)
+        assert "could not be started (ConnectError: " in envelope["message"]
         dispatcher.close()
-    assert proc.wait(10) == 3
 
 
 def test_a_changed_description_is_blocked_until_approved(
