@@ -67,7 +67,7 @@ def main() -> None:
             time.sleep(random.uniform(0.0, 0.04))
             if name == "record":
                 journal(f"effect {args['id']}")
-            time.sleep(0.04)
+            time.sleep(0.2)
             answer(msg_id, {"content": [{"type": "text", "text": f"{name} {args['id']} done"}]})
         else:
             answer(msg_id, error={"code": -32601, "message": f"method not found: {method}"})

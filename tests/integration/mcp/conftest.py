@@ -1,34 +1,13 @@
-"""Fixtures for the MCP tests: real servers from PyPI over stdio, and the test's own servers."""
+"""Fixtures for the MCP tests: the test's own SDK server over Streamable HTTP."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).parent
-
-
-def need(module: str) -> None:
-    """Skip when a server package of the dev extras is missing."""
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed (pip install -e '.[dev]' installs it)")
-
-
-def write_config(path: Path, servers: dict[str, dict[str, object]]) -> Path:
-    """Write an mcpServers file and return its path."""
-    path.write_text(json.dumps({"mcpServers": servers}))
-    return path
-
-
-def alive(pid: int) -> bool:
-    """Whether a process exists, zombies included (a reaped child has no /proc entry)."""
-    return Path(f"/proc/{pid}").exists()
+from _mcp_helpers import HERE, need
 
 
 @pytest.fixture

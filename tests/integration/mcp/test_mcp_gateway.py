@@ -10,10 +10,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _mcp_helpers import HERE, alive, need, write_config
 from typer.testing import CliRunner
 
 import tooldispatch
-from conftest import HERE, alive, need, write_config
 from tooldispatch.cli import app
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _mcp_helpers import write_config
 from typer.testing import CliRunner
 
-from conftest import write_config
 from tooldispatch.cli import app
 from tooldispatch.dispatch import Dispatcher
 from tooldispatch.mcp.config import load_config

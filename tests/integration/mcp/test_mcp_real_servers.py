@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _mcp_helpers import alive, need
 
-from conftest import alive, need
 from tooldispatch.dispatch import Dispatcher
 from tooldispatch.mcp.config import parse_config
 from tooldispatch.mcp.source import McpServers

@@ -11,8 +11,8 @@ from json import loads as json_loads
 from pathlib import Path
 
 import pytest
+from _mcp_helpers import HERE, alive
 
-from conftest import HERE, alive
 from tooldispatch.dispatch import Dispatcher
 from tooldispatch.errors import ConfigError
 from tooldispatch.mcp.config import parse_config
