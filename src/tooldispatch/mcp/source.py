@@ -15,6 +15,7 @@ next run the model keeps seeing the approved definition, never the new one.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 import time
@@ -146,7 +147,10 @@ class McpServers:
                 if tool.name not in server.blocked:
                     findings = scan_tool(tool.description or "", tool.input_schema)
                     flagged = f"; the new description is flagged as possibly poisoned: {'; '.join(findings)}"
-                    server.notes.append(verdict.message() + (flagged if findings else ""))
+                    note = verdict.message() + (flagged if findings else "")
+                    server.notes.append(note)
+                    with contextlib.suppress(OSError), server.connection.log_path.open("a", encoding="utf-8") as log:
+                        log.write(f"--- tooldispatch {note}\n")
                 server.blocked[tool.name] = verdict.pin.id
             else:
                 server.blocked.pop(tool.name, None)

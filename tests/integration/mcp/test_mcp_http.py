@@ -91,6 +91,7 @@ def test_a_changed_description_is_blocked_until_approved(
         [note] = [n for n in second.notes if "changed tool 'weather'" in n]
         assert "flagged as possibly poisoned" in note
         assert "exfiltration" in note
+        assert note in (tmp_path / "logs" / "web.log").read_text()
         assert dispatcher.dispatch("echo", {"text": "still fine"}).value == "still fine"
         listed = CliRunner().invoke(app, ["approvals", "list", "--store", str(store_path)])
         assert pin_id in listed.output
