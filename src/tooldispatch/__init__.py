@@ -66,6 +66,10 @@ if TYPE_CHECKING:
         repair_call,
         resolve_name,
     )
+    from tooldispatch.sources import (
+        ToolSources,
+        load_sources,
+    )
     from tooldispatch.toolspec import (
         ToolSpec,
         normalize_tools,
@@ -113,11 +117,13 @@ _EXPORTS: dict[str, str] = {
     "ToolCall": "tooldispatch.types",
     "ToolDef": "tooldispatch.dispatch",
     "ToolError": "tooldispatch.errors",
+    "ToolSources": "tooldispatch.sources",
     "ToolSpec": "tooldispatch.toolspec",
     "ToolTimeout": "tooldispatch.errors",
     "TooldispatchError": "tooldispatch.errors",
     "backend_from_profile": "tooldispatch.profiles",
     "load_profile": "tooldispatch.profiles",
+    "load_sources": "tooldispatch.sources",
     "normalize_tools": "tooldispatch.toolspec",
     "parse_tool_calls": "tooldispatch.parsing.core",
     "repair_call": "tooldispatch.repair",
@@ -156,11 +162,13 @@ __all__ = [
     "ToolCall",
     "ToolDef",
     "ToolError",
+    "ToolSources",
     "ToolSpec",
     "ToolTimeout",
     "TooldispatchError",
     "backend_from_profile",
     "load_profile",
+    "load_sources",
     "normalize_tools",
     "parse_tool_calls",
     "repair_call",

@@ -276,3 +276,94 @@ def run_dispatch_bench(
         store="SQLite file (WAL, synchronous=NORMAL) in a temp folder",
         python=platform.python_version(),
     )
+
+
+MCP_TARGET_US = 500.0
+
+
+@dataclass(frozen=True, slots=True)
+class McpOverhead:
+    """The MCP row: an MCP call through the dispatcher next to the SDK's direct call.
+
+    Attributes:
+        in_loop: ``await Dispatcher.adispatch`` on the loop that owns the connection (as the gateway runs it):
+            the dispatch layer alone.
+        sync: ``Dispatcher.dispatch`` from another thread (as the agent and scripts call it): the dispatch layer
+            plus the hop onto the connection's loop and back.
+    """
+
+    in_loop: Overhead
+    sync: Overhead
+
+
+def run_mcp_overhead(*, iterations: int = 400, block: int = 25) -> McpOverhead:
+    """What the dispatch layer adds over a direct MCP SDK call, on ``mcp-server-time`` over stdio.
+
+    The direct call is ``Client.call_tool`` awaited on the connection's own loop (the SDK alone). Three variants
+    run in alternating blocks of ``block`` calls, so all see the same machine. The tool is trusted read-only, as
+    the server annotates it.
+
+    Raises:
+        ConfigError: mcp-server-time is not installed.
+    """
+    import importlib.util
+    import sys
+
+    from tooldispatch.errors import ConfigError
+
+    if importlib.util.find_spec("mcp_server_time") is None:
+        raise ConfigError("the MCP row needs mcp-server-time: pip install -e '.[dev]'")
+    from tooldispatch.mcp.config import parse_config
+    from tooldispatch.mcp.source import McpServers
+    from tooldispatch.store import Store
+
+    args = {"timezone": "UTC"}
+    config = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    servers = parse_config({"mcpServers": {"time": {**config, "trust": "annotations"}}}, origin="bench")
+    samples: dict[str, list[float]] = {"sdk": [], "in_loop": [], "sync": []}
+    with tempfile.TemporaryDirectory(prefix="tooldispatch-bench-mcp-") as tmp:
+        store = Store(Path(tmp) / "state.db")
+        with McpServers(servers, store=store, log_dir=tmp) as mcp:
+            connection = mcp.servers["time"].connection
+            dispatcher = Dispatcher(mcp.servers["time"].registry, store=store)
+
+            async def on_loop(n: int, through: bool) -> list[float]:
+                client = await connection.client()
+                out = []
+                for _ in range(n):
+                    start = time.perf_counter_ns()
+                    if through:
+                        _expect_ok(await dispatcher.adispatch("get_current_time", args, session_id="b"), "MCP")
+                    else:
+                        await client.call_tool("get_current_time", args)
+                    out.append((time.perf_counter_ns() - start) / 1000.0)
+                return out
+
+            def from_thread(n: int) -> list[float]:
+                out = []
+                for _ in range(n):
+                    start = time.perf_counter_ns()
+                    _expect_ok(dispatcher.dispatch("get_current_time", args, session_id="b"), "MCP")
+                    out.append((time.perf_counter_ns() - start) / 1000.0)
+                return out
+
+            for rounds, keep in ((1, False), (max(1, iterations // block), True)):
+                for _ in range(rounds):
+                    sdk = mcp.supervisor.run(on_loop(block, False))
+                    in_loop = mcp.supervisor.run(on_loop(block, True))
+                    sync = from_thread(block)
+                    if keep:
+                        samples["sdk"] += sdk
+                        samples["in_loop"] += in_loop
+                        samples["sync"] += sync
+            dispatcher.close()
+
+    def timing(name: str, values: list[float]) -> Timing:
+        values = sorted(values)
+        return Timing(name, len(values), round(statistics.median(values), 3), round(_percentile(values, 0.95), 3))
+
+    direct = timing("SDK call_tool (stdio)", samples["sdk"])
+    return McpOverhead(
+        in_loop=Overhead(direct, timing("adispatch on the connection's loop", samples["in_loop"]), MCP_TARGET_US),
+        sync=Overhead(direct, timing("dispatch() from another thread", samples["sync"]), MCP_TARGET_US),
+    )

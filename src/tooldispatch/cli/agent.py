@@ -46,6 +46,45 @@ STORE_HELP = (
 )
 
 
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Tools: 'demo' (the logistics world), 'path/to/file.py[:attr]' or 'package.module:attr' (a Registry "
+        "or a function returning one). Repeat to combine; default 'demo' unless --mcp is given.",
+    ),
+]
+McpOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--mcp", help="An mcpServers JSON file (stdio 'command' or Streamable HTTP 'url'). Repeatable."),
+]
+McpLogsOpt = Annotated[
+    Path | None, typer.Option("--mcp-logs", help="Folder for MCP servers' stderr logs (default: a new temp folder).")
+]
+
+
+def _tool_dispatcher(
+    tools: list[str] | None, mcp: list[Path] | None, store: str | None, mcp_logs: Path | None
+) -> tuple[Any, Any]:
+    """The merged tool sources and a dispatcher over them; MCP pins need a file, ./state.db by default."""
+    from tooldispatch.dispatch import Dispatcher
+    from tooldispatch.sources import load_sources
+    from tooldispatch.store import open_store
+
+    if store is None and mcp:
+        store = "state.db"
+        console.print(f"[dim]state (traces, approvals, MCP pins): {store}[/dim]")
+    st = open_store(store if store is not None else ":memory:")
+    try:
+        sources = load_sources(tools or ([] if mcp else ["demo"]), mcp or (), store=st, mcp_log_dir=mcp_logs)
+    except BaseException:
+        st.close()
+        raise
+    for note in sources.notes:
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    return sources, Dispatcher(sources.registry, store=st)
+
+
 def _demo_world(store: str | None) -> tuple[Any, Any]:
     from tooldispatch.dispatch import Dispatcher
     from tooldispatch.tools.demo import DemoWorld, build_registry
@@ -71,7 +110,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             str | None, typer.Option(help="OpenAI-compatible server URL, overriding the profile.")
         ] = None,
         parse: Annotated[str | None, typer.Option(help="server (use the server's tool_calls) or client.")] = None,
-        tools: Annotated[str, typer.Option(help="Tool set: 'demo' (the logistics world).")] = "demo",
+        tools: ToolsOpt = None,
+        mcp: McpOpt = None,
+        mcp_logs: McpLogsOpt = None,
         constrained: Annotated[bool, typer.Option(help="Grammar-constrained decoding (llamacpp only).")] = False,
         tool_choice: Annotated[
             str,
@@ -89,11 +130,10 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         from tooldispatch.agent import Agent, Budget
         from tooldispatch.agent.display import LiveView
 
-        if tools != "demo":
-            raise _fail(ValueError(f"unknown tool set {tools!r}; the only built-in set is 'demo'"))
+        sources = None
         try:
             backend = _backend(profile, model, base_url, parse)
-            _, dispatcher = _demo_world(store)
+            sources, dispatcher = _tool_dispatcher(tools, mcp, store, mcp_logs)
             agent = Agent(
                 backend=backend,
                 dispatcher=dispatcher,
@@ -106,6 +146,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             result = agent.run(task)
         except TooldispatchError as exc:
             raise _fail(exc) from exc
+        finally:
+            if sources is not None:
+                sources.close()
         if json_out:
             json_out.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
             console.print(f"transcript written to {json_out}")
@@ -116,24 +159,30 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option(help="Model as NAME@QUANT or the served model id.")] = None,
         base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
         max_turns: Annotated[int, typer.Option(help="Turn budget per message.")] = 6,
+        tools: ToolsOpt = None,
+        mcp: McpOpt = None,
+        mcp_logs: McpLogsOpt = None,
         store: Annotated[str | None, typer.Option(envvar="TOOLDISPATCH_STORE", help=STORE_HELP)] = None,
     ) -> None:
-        """Talk to the agent in the demo world; each line is a task, the world persists. Ctrl-D ends."""
+        """Talk to the agent (the demo world unless --tools/--mcp say otherwise); each line is a task. Ctrl-D ends."""
         from tooldispatch.agent import Agent, Budget
         from tooldispatch.agent.display import LiveView
 
         try:
             backend = _backend(profile, model, base_url, None)
-            _, dispatcher = _demo_world(store)
+            sources, dispatcher = _tool_dispatcher(tools, mcp, store, mcp_logs)
         except TooldispatchError as exc:
             raise _fail(exc) from exc
-        agent = Agent(
-            backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=max_turns), observer=LiveView(console)
-        )
-        console.print("[dim]tooldispatch chat — the logistics demo world; Ctrl-D to end[/dim]")
-        for line in sys.stdin:
-            if line.strip():
-                agent.run(line.strip())
+        try:
+            agent = Agent(
+                backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=max_turns), observer=LiveView(console)
+            )
+            console.print(f"[dim]tooldispatch chat — {len(sources.registry)} tools; Ctrl-D to end[/dim]")
+            for line in sys.stdin:
+                if line.strip():
+                    agent.run(line.strip())
+        finally:
+            sources.close()
 
     @app.command()
     def demo(

@@ -7,11 +7,7 @@ not a tooldispatch store.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
-import traceback
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,11 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
-from tooldispatch.dispatch.executor import shown
 from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
 from tooldispatch.dispatch.state import State
 from tooldispatch.dispatch.trace import DispatchTrace
 from tooldispatch.errors import ConfigError
+from tooldispatch.sources import load_registry
 from tooldispatch.store import ENV_VAR, StateStore, open_store
 
 StoreOpt = Annotated[
@@ -175,13 +171,17 @@ def approvals_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List suspended calls waiting for a person's decision."""
+    from tooldispatch.mcp.pins import Pins
+
     st = _open(store, readonly=True)
     try:
         pending = State(st).approvals(None if every else "pending")
+        changed = Pins(st).pending()
     finally:
         st.close()
     if as_json:
-        typer.echo(json.dumps([asdict(p) for p in pending], indent=2, ensure_ascii=False))
+        rows = [asdict(p) for p in pending] + [asdict(p) for p in changed]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     table = Table(title=f"approvals in {st.target} ({len(pending)})")
     for col in ("id", "created (UTC)", "session", "tool", "arguments", "state", "reason"):
@@ -197,57 +197,29 @@ def approvals_list(
             p.reason or "",
         )
     _console().print(table)
+    for pin in changed:
+        typer.echo(
+            f"{pin.id}: MCP server {pin.server!r} changed tool {pin.tool!r} (definition sha256 {pin.sha256[:12]}); "
+            f"blocked until approved: {json.dumps(pin.definition, ensure_ascii=False)}"
+        )
 
 
-def load_registry(target: str) -> Registry:
-    """Load a ``Registry`` named ``module:attr`` or ``path/to/file.py:attr``.
+def _decide_pin(approval_id: str, store: str, state: str) -> None:
+    """Approve or deny a changed MCP tool definition (``pin_...`` ids)."""
+    import time
 
-    ``attr`` is a ``Registry``, or a callable taking no arguments that returns one.
+    from tooldispatch.mcp.pins import Pins
 
-    Raises:
-        ConfigError: the target cannot be imported or is not a registry.
-    """
-    module_name, sep, attr = target.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--tools {target!r} must look like 'package.module:attr' or 'path/to/file.py:attr'")
+    st = _open(store, readonly=False)
     try:
-        if module_name.endswith(".py"):
-            spec = importlib.util.spec_from_file_location(f"_tooldispatch_tools_{Path(module_name).stem}", module_name)
-            if spec is None or spec.loader is None:
-                raise ConfigError(f"cannot load {module_name}; check the path")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ConfigError:
-        raise
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise ConfigError(f"cannot import {module_name!r} for --tools: {exc}") from exc
-    except Exception as exc:
-        raise ConfigError(f"cannot load --tools {target}: {_where_it_failed(exc, module_name)}") from exc
-    value = getattr(module, attr, None)
-    if callable(value) and not isinstance(value, Registry):
-        try:
-            value = value()
-        except Exception as exc:
-            raise ConfigError(f"cannot load --tools {target}: {_where_it_failed(exc, module_name)}") from exc
-    if not isinstance(value, Registry):
-        raise ConfigError(f"--tools {target!r} is not a Registry nor a function returning one")
-    return value
-
-
-def _where_it_failed(exc: BaseException, module_file: str) -> str:
-    """``file line N: Type: message`` on one line: where loading the tools failed and what went wrong."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        place = f"{exc.filename} line {exc.lineno}: "
-        detail = f"{type(exc).__name__}: {exc.msg}"
-    else:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
-        own = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(module_file)]
-        chosen = own or frames
-        place = f"{chosen[-1].filename} line {chosen[-1].lineno}: " if chosen else ""
-        detail = f"{type(exc).__name__}: {shown(exc)}"
-    return place + " ".join(detail.split())
+        pins = Pins(st)
+        pin = pins.decide(approval_id, "approved" if state == "approved" else "denied", time.time())
+        known = pins.get(approval_id)
+    finally:
+        st.close()
+    if pin is None:
+        _fail(f"no pending MCP tool change {approval_id!r}" + (f" (it is {known.state})" if known else ""))
+    typer.echo(f"{pin.id}: MCP server {pin.server!r} tool {pin.tool!r} version {pin.sha256[:12]} is {pin.state}")
 
 
 def approvals_approve(
@@ -260,6 +232,9 @@ def approvals_approve(
     ] = None,
     store: StoreOpt = "state.db",
     args: Annotated[str | None, typer.Option("--args", help="Edited arguments as a JSON object.")] = None,
+    mcp: Annotated[
+        list[Path] | None, typer.Option("--mcp", help="The mcpServers file(s) whose tool was suspended.")
+    ] = None,
 ) -> None:
     """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
     edited: dict[str, Any] | None = None
@@ -271,15 +246,30 @@ def approvals_approve(
         if not isinstance(parsed, dict):
             _fail('--args must be a JSON object, e.g. \'{"order_id": "o-101"}\'')
         edited = parsed
-    if tools is None:
-        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr'")
+    if approval_id.startswith("pin_"):
+        _decide_pin(approval_id, store, "approved")
+        return
+    if tools is None and not mcp:
+        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr' or --mcp FILE")
     st = _open(store, readonly=False)
+    sources = None
     try:
-        dispatcher = Dispatcher(load_registry(tools), store=st)
+        if mcp:
+            from tooldispatch.sources import load_sources
+
+            sources = load_sources([tools] if tools else [], mcp, store=st)
+            dispatcher = Dispatcher(sources.registry, store=st)
+        else:
+            assert tools is not None
+            dispatcher = Dispatcher(load_registry(tools), store=st)
         result = dispatcher.approve(approval_id, edited)
     except ConfigError as exc:
+        if sources is not None:
+            sources.close()
         st.close()
         _fail(str(exc))
+    if sources is not None:
+        sources.close()
     dispatcher.close()
     _print_result(result)
 
@@ -290,6 +280,9 @@ def approvals_deny(
     store: StoreOpt = "state.db",
 ) -> None:
     """Deny a suspended call: it never runs, and the model is told why."""
+    if approval_id.startswith("pin_"):
+        _decide_pin(approval_id, store, "denied")
+        return
     st = _open(store, readonly=False)
     dispatcher = Dispatcher(Registry(), store=st)
     try:
@@ -327,6 +320,9 @@ def bench_dispatch(
             "store (a postgresql:// URL) with a SQLite file, side by side.",
         ),
     ] = None,
+    mcp: Annotated[
+        bool, typer.Option("--mcp/--no-mcp", help="Also measure an MCP call (mcp-server-time over stdio).")
+    ] = True,
 ) -> None:
     """Dispatch overhead against a bare function call, and calls/s with concurrent sessions."""
     if store is not None:
@@ -390,6 +386,36 @@ def bench_dispatch(
     t2.add_row("  the same calls from one session alone", f"{tp.one_session_calls_per_s:,.0f}")
     console.print(t2)
     console.print(f"store: {result.store}; python {result.python}", highlight=False)
+    if mcp:
+        _bench_mcp_row(console)
+
+
+def _bench_mcp_row(console: Console) -> None:
+    """The MCP row: dispatch of an MCP call against the SDK's direct call, side by side."""
+    from tooldispatch.bench.dispatch import run_mcp_overhead
+
+    try:
+        result = run_mcp_overhead()
+    except ConfigError as exc:
+        console.print(f"MCP row skipped: {exc}", highlight=False)
+        return
+    table = Table(title="MCP: dispatch over a direct SDK call (µs), mcp-server-time over stdio, side by side")
+    for col in ("variant", "n", "SDK median", "dispatched median", "overhead median", "overhead p95", "target"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for label, o in (
+        ("adispatch on the connection's loop (gateway)", result.in_loop),
+        ("dispatch() from another thread (agent, scripts)", result.sync),
+    ):
+        table.add_row(
+            label,
+            str(o.dispatched.n),
+            f"{o.bare.median_us:.1f}",
+            f"{o.dispatched.median_us:.1f}",
+            f"{o.median_overhead_us:.1f}",
+            f"{o.p95_overhead_us:.1f}",
+            f"≤ {o.target_us:g} {'[green]meets[/]' if o.meets_target else '[red]misses[/]'}",
+        )
+    console.print(table)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

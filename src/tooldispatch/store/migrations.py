@@ -252,3 +252,20 @@ def register_migration(name: str, sql: str, *, postgresql: str | None = None) ->
                 raise ConfigError(f"migration {name!r} is already registered with different SQL; give yours a new name")
             return
     MIGRATIONS.append(Migration(name, sql, postgresql))
+
+
+_MCP_PINS = """
+CREATE TABLE IF NOT EXISTS mcp_pins (
+    id TEXT PRIMARY KEY,            -- pin_<16 hex digits>, what `tooldispatch approvals approve` takes
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    sha256 TEXT NOT NULL,           -- of the tool's definition (description, schemas, annotations)
+    definition TEXT NOT NULL,       -- the definition as listed, JSON
+    state TEXT NOT NULL,            -- approved | pending | denied
+    first_seen REAL NOT NULL,
+    decided_at REAL
+);
+CREATE INDEX IF NOT EXISTS mcp_pins_tool ON mcp_pins(server, tool);
+"""
+
+register_migration("mcp_0001_pins", _MCP_PINS)

@@ -245,7 +245,7 @@ def test_approve_needs_tools_and_valid_args(setup: Setup) -> None:
     out = runner.invoke(app, base)
     assert (out.exit_code, out.output) == (
         1,
-        "approving runs the tool, so the tools are needed: pass --tools 'package.module:attr'\n",
+        "approving runs the tool, so the tools are needed: pass --tools 'package.module:attr' or --mcp FILE\n",
     )
     out = runner.invoke(app, [*base, "--tools", setup.tools, "--args", "[1]"])
     assert out.exit_code == 1
@@ -253,7 +253,7 @@ def test_approve_needs_tools_and_valid_args(setup: Setup) -> None:
     out = runner.invoke(app, [*base, "--tools", setup.tools, "--args", "{bad"])
     assert out.output.startswith("--args is not valid JSON (Expecting property name enclosed in double quotes")
     out = runner.invoke(app, [*base, "--tools", "no_such_module_xyz:make"])
-    assert out.output.startswith("cannot import 'no_such_module_xyz' for --tools")
+    assert out.output == "--tools 'no_such_module_xyz:make': no module named 'no_such_module_xyz'; check the name\n"
     assert DemoWorld(setup.world_path).count_effects("cancel_order") == 0
 
 
