@@ -28,6 +28,23 @@ from tooldispatch.backends.scripted import ScriptedTurn
 Script = Callable[[Mapping[str, Any]], ScriptedTurn]
 
 
+@dataclass(frozen=True, slots=True)
+class Canned:
+    """A prepared HTTP answer, sent as is (a recorded wire payload, an error, a broken stream).
+
+    Attributes:
+        status: the HTTP status.
+        body: the body, byte for byte.
+        content_type: its media type.
+        headers: extra headers (``Retry-After``).
+    """
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class ScriptedServer:
     """The state of a scripted upstream.
@@ -38,6 +55,7 @@ class ScriptedServer:
         delay_s: seconds between streamed chunks.
         requests: the bodies received, in order.
         cancelled: streams whose client disconnected before the end.
+        canned: prepared answers, each sent once (before the script is asked) in order.
     """
 
     script: Script
@@ -46,6 +64,7 @@ class ScriptedServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: int = 0
     keep_requests: bool = True
+    canned: list[Canned] = field(default_factory=list)
 
     def _chunks(self, turn: ScriptedTurn) -> list[dict[str, Any]]:
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
@@ -99,6 +118,9 @@ class ScriptedServer:
         body = json.loads(await request.body())
         if self.keep_requests:
             self.requests.append(body)
+        if self.canned:
+            answer = self.canned.pop(0)
+            return Response(answer.body, answer.status, headers=dict(answer.headers), media_type=answer.content_type)
         turn = self.script(body)
         head = {"id": "chatcmpl-scripted", "created": int(time.time()), "model": self.model}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

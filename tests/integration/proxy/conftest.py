@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,10 +56,20 @@ class Running:
     store: Store
     proxy: Proxy
 
-    def flush(self) -> None:
-        """Write the counted requests now."""
+    def counted(self, n: int = 1, *, within_s: float = 5.0) -> list[tuple[Any, ...]]:
+        """The ``proxy_requests`` rows (status, error, mode, calls), once ``n`` requests are counted.
+
+        A request is counted when its answer has ended on the proxy's side, which may be just after the client
+        saw its last byte.
+        """
         assert self.proxy.recorder is not None
-        self.proxy.recorder.flush()
+        deadline = time.monotonic() + within_s
+        while True:
+            self.proxy.recorder.flush()
+            rows = self.store.fetchall("SELECT status, error, mode, calls FROM proxy_requests ORDER BY created_at")
+            if len(rows) >= n or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.02)
 
 
 @contextmanager
