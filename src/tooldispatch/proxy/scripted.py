@@ -119,8 +119,8 @@ class ScriptedServer:
         if self.keep_requests:
             self.requests.append(body)
         if self.canned:
-            answer = self.canned.pop(0)
-            return Response(answer.body, answer.status, headers=dict(answer.headers), media_type=answer.content_type)
+            canned = self.canned.pop(0)
+            return Response(canned.body, canned.status, headers=dict(canned.headers), media_type=canned.content_type)
         turn = self.script(body)
         head = {"id": "chatcmpl-scripted", "created": int(time.time()), "model": self.model}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

@@ -13,7 +13,7 @@ import pytest
 
 from tooldispatch.backends.scripted import ScriptedTurn
 
-from .conftest import ASK, HERMES_CALL, WEATHER, Running, scripted_proxy
+from .conftest import ASK, HERMES_CALL, WEATHER, scripted_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
