@@ -289,7 +289,8 @@ class Proxy:
             if self.record:
                 stats.record = record_json(request.body, {"forwarded": True}, content.decode("utf-8", "replace"))
             self._count(stats, started)
-            return Response(content, status_code=response.status_code, media_type=kind)
+            passed = {k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "retry-after-ms")}
+            return Response(content, status_code=response.status_code, media_type=kind, headers=passed)
 
         async def body() -> AsyncIterator[bytes]:
             try:

@@ -56,6 +56,7 @@ class ScriptedServer:
         requests: the bodies received, in order.
         cancelled: streams whose client disconnected before the end.
         canned: prepared answers, each sent once (before the script is asked) in order.
+        headers: the request headers received, in order (lower-case names).
     """
 
     script: Script
@@ -65,6 +66,7 @@ class ScriptedServer:
     cancelled: int = 0
     keep_requests: bool = True
     canned: list[Canned] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
 
     def _chunks(self, turn: ScriptedTurn) -> list[dict[str, Any]]:
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
@@ -122,9 +124,12 @@ class ScriptedServer:
             canned = self.canned.pop(0)
             return Response(canned.body, canned.status, headers=dict(canned.headers), media_type=canned.content_type)
         turn = self.script(body)
+        self.headers.append({k.lower(): v for k, v in request.headers.items()})
         head = {"id": "chatcmpl-scripted", "created": int(time.time()), "model": self.model}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         if not body.get("stream"):
+            if turn.reasoning_s:
+                await asyncio.sleep(turn.reasoning_s)
             answer = {
                 **head,
                 "object": "chat.completion",

@@ -93,12 +93,20 @@ def scripted_proxy(
     script: Any = default_script,
     dialect: str = "llama-server",
     parse: str | None = None,
+    upstream_key_env: str | None = None,
+    timeout_s: float | None = None,
     **kwargs: Any,
 ) -> Iterator[Running]:
     """A scripted upstream on loopback and a proxy in front of it."""
     scripted = ScriptedServer(script)
     with serve_in_thread(scripted.app()) as up:
-        upstream = build_upstream(base_url=f"{up.url}/v1", dialect=dialect, parse=parse)  # type: ignore[arg-type]
+        upstream = build_upstream(
+            base_url=f"{up.url}/v1",
+            dialect=dialect,
+            parse=parse,  # type: ignore[arg-type]
+            upstream_key_env=upstream_key_env,
+            timeout_s=timeout_s,
+        )
         with running_proxy(upstream, tmp_path / "state.db", scripted=scripted, **kwargs) as running:
             yield running
 
