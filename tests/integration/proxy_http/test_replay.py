@@ -73,7 +73,7 @@ def test_vllm_native_tool_call_stream(tmp_path: Path) -> None:
 
 
 def test_openrouter_tool_call_response(tmp_path: Path) -> None:
-    """OpenRouter's answer (reasoning plus reasoning_details, a native call) comes through with both reasoning fields."""
+    """OpenRouter's answer (reasoning, reasoning_details, a native call) comes through with both reasoning fields."""
     with scripted_proxy(tmp_path, dialect="openrouter") as running:
         replaying(running, "openrouter/tool_calls_response")
         answer = sdk(running).chat.completions.create(model="m", messages=ASK, tools=[WEATHER])  # type: ignore[list-item]
