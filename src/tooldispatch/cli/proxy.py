@@ -195,6 +195,24 @@ def stats(
     Console(width=200, soft_wrap=True).print(table)
 
 
+def bench_proxy(
+    requests: Annotated[int, typer.Option(help="Non-streamed and streamed requests per path.")] = 400,
+    streams: Annotated[int, typer.Option(help="Concurrent streams of the soak.")] = 64,
+    soak_s: Annotated[float, typer.Option("--soak-s", help="Seconds of the soak (0: none).")] = 60.0,
+) -> None:
+    """Added latency and time to first token of the proxy against the same scripted upstream called directly,
+    side by side in one run; then concurrent streams through the proxy, checked for loss, corruption and memory."""
+    from tooldispatch.bench.proxy import print_report, run_bench
+
+    console = Console(soft_wrap=True)
+    try:
+        report = run_bench(requests=requests, streams=streams, soak_s=soak_s, progress=console.log)
+    except TooldispatchError as exc:
+        raise _fail(exc) from exc
+    print_report(report, console)
+
+
 def register(app: typer.Typer, bench: typer.Typer) -> None:
-    """Add ``proxy`` to the command line."""
+    """Add ``proxy`` and ``bench proxy`` to the command line."""
     app.add_typer(proxy_app, name="proxy")
+    bench.command("proxy")(bench_proxy)

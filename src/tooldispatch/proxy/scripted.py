@@ -124,7 +124,8 @@ class ScriptedServer:
             canned = self.canned.pop(0)
             return Response(canned.body, canned.status, headers=dict(canned.headers), media_type=canned.content_type)
         turn = self.script(body)
-        self.headers.append({k.lower(): v for k, v in request.headers.items()})
+        if self.keep_requests:
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
         head = {"id": "chatcmpl-scripted", "created": int(time.time()), "model": self.model}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         if not body.get("stream"):

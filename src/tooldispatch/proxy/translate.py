@@ -45,6 +45,11 @@ _HANDLED: Final = frozenset(
         "n",
     }
 )
+# Parameter schemas already checked to be valid JSON Schema, by their canonical JSON: a pure cache of an
+# immutable verdict (agents send the same tools with every request), bounded so a stream of new schemas
+# cannot grow it without end.
+_CHECKED: dict[str, bool] = {}
+_CHECKED_MAX: Final = 1024
 # A field the client did not send is left out of the upstream body (the ``openai`` client drops ``Omit``
 # values from ``extra_body`` when it merges it into the body), so the upstream applies its own default.
 _OMIT: Final = openai.Omit()
@@ -127,7 +132,7 @@ def check_tools(raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
             raise invalid(f"tool {name!r} is declared twice ({where}); give each tool a unique name", param=where)
         seen.add(name)
         try:
-            validator_for(dict(spec.parameters)).check_schema(dict(spec.parameters))
+            _check_schema(spec.parameters)
         except SchemaError as exc:
             path = "/".join(str(p) for p in exc.path)
             raise invalid(
@@ -136,6 +141,21 @@ def check_tools(raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
             ) from exc
         specs.append(spec)
     return tuple(specs)
+
+
+def _check_schema(schema: Mapping[str, Any]) -> None:
+    """Check a parameters schema against its metaschema, once per distinct schema.
+
+    Raises:
+        SchemaError: the schema is not valid JSON Schema.
+    """
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    if key in _CHECKED:
+        return
+    validator_for(dict(schema)).check_schema(dict(schema))
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED[key] = True
 
 
 def check_tool_choice(raw: Any, tools: Sequence[ToolSpec]) -> str:

@@ -115,9 +115,15 @@ class Upstream:
         return replace(chat, messages=messages)
 
     def events(self, request: ChatRequest, *, stream: bool) -> AsyncIterator[Event]:
-        """The turn's events; a non-streamed client request is asked without streaming where the backend can."""
-        if not stream and isinstance(self.backend, OpenAICompatBackend):
-            return self.backend.complete(request)
+        """The turn's events; a non-streamed client request is asked without streaming where the backend can.
+
+        An HTTP upstream is asked through ``wire.wire_events`` (the backend's request and readers, without the
+        SDK's per-request cost); the in-process model through its backend.
+        """
+        if isinstance(self.backend, OpenAICompatBackend):
+            from tooldispatch.proxy.wire import wire_events
+
+            return wire_events(self.backend, self.http(), request, stream=stream)
         return self.backend.stream(request)
 
     def forward_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
@@ -143,11 +149,17 @@ def _split_model(spec: str | None) -> tuple[str, str]:
 
 
 def from_backend(
-    backend: OpenAICompatBackend, *, model_spec: str | None = None, quant: str | None = None, model: str | None = None
+    backend: OpenAICompatBackend,
+    *,
+    model_spec: str | None = None,
+    quant: str | None = None,
+    model: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Upstream:
-    """The upstream for an OpenAI-compatible backend (``model_spec`` is the profile's ``NAME@QUANT``)."""
+    """The upstream for an OpenAI-compatible backend (``model_spec`` is the profile's ``NAME@QUANT``, ``headers``
+    its extra HTTP headers)."""
     name, spec_quant = _split_model(model_spec)
-    headers = {"Content-Type": "application/json"}
+    headers = {**dict(headers or {}), "Content-Type": "application/json"}
     if backend.api_key_env:
         headers["Authorization"] = f"Bearer {os.environ.get(backend.api_key_env, '')}"
     if backend.dialect == "openrouter":
@@ -267,4 +279,5 @@ def build_upstream(
         overrides["timeout_s"] = timeout_s
     built = backend_from_profile(prof, **overrides)
     assert isinstance(built, OpenAICompatBackend)
-    return from_backend(built, model_spec=prof.model, quant=quant)
+    extra_headers = dict(prof.client.headers) if prof.client is not None else {}
+    return from_backend(built, model_spec=prof.model, quant=quant, headers=extra_headers)
