@@ -21,7 +21,19 @@ app = typer.Typer(
 bench_app = typer.Typer(help="Benchmarks: each prints side-by-side ratios measured in one run.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-_AREAS = ("parse", "parser_bench", "dispatch", "models", "serve", "agent", "backend_bench", "bench", "store", "mcp")
+_AREAS = (
+    "parse",
+    "parser_bench",
+    "dispatch",
+    "models",
+    "serve",
+    "agent",
+    "backend_bench",
+    "bench",
+    "store",
+    "mcp",
+    "proxy",
+)
 
 for _area in _AREAS:
     importlib.import_module(f"{__name__}.{_area}").register(app, bench_app)

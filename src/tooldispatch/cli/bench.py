@@ -197,17 +197,23 @@ def replay(
 
 
 def report(
-    run: Annotated[Path, typer.Argument(help="A run folder (with bench.db) or a corpus.jsonl.")],
+    run: Annotated[Path, typer.Argument(help="A run folder (with bench.db), a corpus.jsonl, or a proxy's state file.")],
     html: Annotated[bool, typer.Option(help="Also write report.html.")] = False,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: RUN/report).")] = None,
 ) -> None:
-    """Write the Markdown report, PNG charts and summary.json of a run."""
+    """Write the Markdown report, PNG charts and summary.json of a run (or the parse-repair rates of a proxy's
+    traffic, from its state file)."""
     from tooldispatch.bench.corpus import read_corpus
     from tooldispatch.bench.report import summarize, write_report
     from tooldispatch.bench.results_db import DB_NAME, ResultsDB
     from tooldispatch.bench.session import REPORT_DIR
+    from tooldispatch.proxy.report import is_proxy_store, write_proxy_report
 
     try:
+        if run.is_file() and is_proxy_store(run):
+            for f in write_proxy_report(run, out or run.parent / REPORT_DIR):
+                _console.print(str(f))
+            return
         if run.is_dir() and (run / DB_NAME).is_file():
             db = ResultsDB(run)
             try:

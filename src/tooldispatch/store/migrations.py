@@ -269,3 +269,47 @@ CREATE INDEX IF NOT EXISTS mcp_pins_tool ON mcp_pins(server, tool);
 """
 
 register_migration("mcp_0001_pins", _MCP_PINS)
+
+
+_PROXY_REQUESTS = """
+CREATE TABLE IF NOT EXISTS proxy_requests (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    model TEXT NOT NULL,
+    quant TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    mode TEXT NOT NULL,             -- server | client | in-process | forward (no tools: passed through)
+    stream INTEGER NOT NULL,
+    tools INTEGER NOT NULL,         -- tools declared
+    tool_choice TEXT NOT NULL,
+    status INTEGER NOT NULL,        -- the HTTP status answered
+    error TEXT,                     -- the error code when status is not 200
+    calls INTEGER NOT NULL,         -- tool calls answered
+    stage TEXT NOT NULL,            -- the deepest parse stage an answered call needed (none: no call)
+    formats TEXT NOT NULL,          -- the call formats seen, comma-separated
+    ok_strict INTEGER NOT NULL,
+    ok_fallback INTEGER NOT NULL,
+    repaired INTEGER NOT NULL,
+    invalid_json INTEGER NOT NULL,
+    unknown_name INTEGER NOT NULL,
+    schema_mismatch INTEGER NOT NULL,
+    truncated INTEGER NOT NULL,
+    repairs TEXT NOT NULL,          -- JSON {kind: count} of every repair made
+    flags TEXT NOT NULL,            -- no_call, in_reasoning, comma-separated
+    finish_reason TEXT,
+    latency_s REAL NOT NULL,        -- from the request's arrival to the answer's last byte
+    first_token_s REAL,             -- to the first byte of a streamed answer
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER
+);
+CREATE INDEX IF NOT EXISTS proxy_requests_model ON proxy_requests(model, quant, created_at);
+
+CREATE TABLE IF NOT EXISTS proxy_records (
+    request_id TEXT PRIMARY KEY,
+    request TEXT NOT NULL,          -- the request body as sent
+    output TEXT NOT NULL,           -- the upstream's raw output: text, reasoning, native calls, finish reason
+    answer TEXT NOT NULL            -- the answer sent (a stream's chunks put together)
+);
+"""
+
+register_migration("proxy_0001_requests", _PROXY_REQUESTS)

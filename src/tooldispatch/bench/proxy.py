@@ -1,0 +1,383 @@
+"""``tooldispatch bench proxy``: what the proxy adds, against the same scripted upstream called directly.
+
+Three processes, so no two of them share an interpreter lock: a scripted OpenAI-compatible upstream
+(``python -m tooldispatch.bench.proxy upstream``), the proxy in front of it (``tooldispatch proxy --base-url
+... --dialect llama-server``, client parse mode), and this one, the client. The same requests go to both
+paths, interleaved one by one so drift hits both alike:
+
+- latency: the p50 of non-streamed requests with tools, direct and through the proxy (the proxy parses
+  the upstream's hermes text into ``tool_calls``); the difference is what the proxy adds (target ≤ 1 ms);
+- time to first token: streamed requests, to the first event that carries text (target ≤ 2 ms added);
+- soak: ``streams`` concurrent streams through the proxy for ``soak_s`` seconds, every answer checked
+  byte-exact against the expected content and calls (zero lost or corrupted), and the proxy's resident
+  memory sampled every second (flat: the last sample against the one after warm-up).
+
+Timings are printed, never asserted: they are measured side by side in one run on whatever machine runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tooldispatch.backends.scripted import ScriptedTurn
+from tooldispatch.errors import BackendUnavailable
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+]
+PROSE = "Checking the forecast for you. " * 8
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>'
+EXPECTED_CALL = ("get_weather", {"city": "Paris", "unit": "celsius"})
+BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS}
+
+
+def bench_turn(body: Mapping[str, Any]) -> ScriptedTurn:
+    """The upstream's answer: a short reasoning, prose, then one hermes call (about 90 chunks when streamed)."""
+    return ScriptedTurn(reasoning="The user wants the weather.", content=f"{PROSE}\n{CALL}", chunk=4)
+
+
+@dataclass
+class SoakResult:
+    """The concurrent-stream soak through the proxy.
+
+    Attributes:
+        streams: concurrent streams.
+        seconds: how long they ran.
+        completed: answers received whole and exact.
+        lost: requests that failed or ended early.
+        corrupted: answers received whole but not exact.
+        rss_mb: the proxy's resident memory, one sample per second.
+        errors: the first few failure messages.
+    """
+
+    streams: int
+    seconds: float
+    completed: int = 0
+    lost: int = 0
+    corrupted: int = 0
+    rss_mb: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProxyBench:
+    """The figures of one run.
+
+    Attributes:
+        requests: requests per path and kind.
+        direct_ms: non-streamed latencies to the upstream directly, in ms.
+        proxied_ms: the same through the proxy.
+        direct_ttft_ms: time to the first text event, streamed directly.
+        proxied_ttft_ms: the same through the proxy.
+        soak: the soak, when one ran.
+    """
+
+    requests: int
+    direct_ms: list[float]
+    proxied_ms: list[float]
+    direct_ttft_ms: list[float]
+    proxied_ttft_ms: list[float]
+    soak: SoakResult | None = None
+
+    @staticmethod
+    def p50(values: list[float]) -> float:
+        """The median."""
+        return statistics.median(values) if values else float("nan")
+
+    @property
+    def added_ms(self) -> float:
+        """p50 latency added by the proxy, non-streamed."""
+        return self.p50(self.proxied_ms) - self.p50(self.direct_ms)
+
+    @property
+    def added_ttft_ms(self) -> float:
+        """p50 time to first token added by the proxy."""
+        return self.p50(self.proxied_ttft_ms) - self.p50(self.direct_ttft_ms)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait(url: str, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    import httpx2
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BackendUnavailable(f"the {what} exited with code {process.returncode}: {log.read_text()[-800:]}")
+        try:
+            if httpx2.get(url, timeout=1).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise BackendUnavailable(f"the {what} did not answer {url} within 120 s; see {log}")
+
+
+@contextmanager
+def _process(argv: list[str], ready_url: str, what: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait(ready_url, process, what, log)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _first_text_ms(lines: Iterator[str], started: float) -> tuple[float | None, list[dict[str, Any]]]:
+    """Read an SSE stream; the ms to the first event carrying text, and every chunk."""
+    first: float | None = None
+    chunks: list[dict[str, Any]] = []
+    for line in lines:
+        if not line.startswith("data: {"):
+            continue
+        chunk = json.loads(line[6:])
+        chunks.append(chunk)
+        if first is None and chunk.get("choices"):
+            delta = chunk["choices"][0].get("delta", {})
+            if (
+                delta.get("content")
+                or delta.get("reasoning")
+                or delta.get("reasoning_content")
+                or delta.get("tool_calls")
+            ):
+                first = (time.perf_counter() - started) * 1000
+    return first, chunks
+
+
+def check_stream(chunks: list[dict[str, Any]]) -> str | None:
+    """Why a streamed answer through the proxy is not exactly the expected one (``None`` when it is)."""
+    content: list[str] = []
+    calls: dict[int, list[str]] = {}
+    finish: str | None = None
+    for chunk in chunks:
+        if "error" in chunk:
+            return f"error event: {chunk['error']}"
+        for choice in chunk.get("choices", []):
+            delta = choice.get("delta", {})
+            content.append(delta.get("content") or "")
+            for call in delta.get("tool_calls") or []:
+                slot = calls.setdefault(call["index"], ["", ""])
+                slot[0] += call["function"].get("name") or ""
+                slot[1] += call["function"].get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    got = [(name, json.loads(args)) for name, args in (calls[i] for i in sorted(calls))]
+    if got != [EXPECTED_CALL]:
+        return f"calls {got!r}"
+    if "".join(content).strip() != PROSE.strip():
+        return f"content {''.join(content)[:80]!r}"
+    if finish != "tool_calls":
+        return f"finish reason {finish!r}"
+    return None
+
+
+def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str], None]) -> ProxyBench:
+    import httpx2
+
+    bench = ProxyBench(requests, [], [], [], [])
+    stream_body = {**BODY, "stream": True}
+    with httpx2.Client(timeout=30) as http:
+        for _ in range(20):  # warm-up: connections, imports, the parser's compiled patterns
+            for url in (direct, proxied):
+                http.post(f"{url}/chat/completions", json=BODY).raise_for_status()
+        progress(f"{requests} non-streamed requests per path")
+        for _ in range(requests):
+            for url, sink in ((direct, bench.direct_ms), (proxied, bench.proxied_ms)):
+                started = time.perf_counter()
+                response = http.post(f"{url}/chat/completions", json=BODY)
+                sink.append((time.perf_counter() - started) * 1000)
+                response.raise_for_status()
+        progress(f"{requests} streamed requests per path")
+        for _ in range(requests):
+            for url, sink in ((direct, bench.direct_ttft_ms), (proxied, bench.proxied_ttft_ms)):
+                started = time.perf_counter()
+                with http.stream("POST", f"{url}/chat/completions", json=stream_body) as response:
+                    first, _ = _first_text_ms(response.iter_lines(), started)
+                if first is not None:
+                    sink.append(first)
+    return bench
+
+
+async def _soak(proxied: str, pid: int, streams: int, seconds: float, progress: Callable[[str], None]) -> SoakResult:
+    import httpx2
+
+    result = SoakResult(streams=streams, seconds=seconds)
+    body = {**BODY, "stream": True}
+    stop = time.monotonic() + seconds
+
+    async def worker(client: httpx2.AsyncClient) -> None:
+        while time.monotonic() < stop:
+            try:
+                async with client.stream("POST", f"{proxied}/chat/completions", json=body) as response:
+                    lines = [line async for line in response.aiter_lines() if line]
+                if response.status_code != 200 or not lines or lines[-1] != "data: [DONE]":
+                    result.lost += 1
+                    if len(result.errors) < 5:
+                        result.errors.append(f"status {response.status_code}, last line {lines[-1:]!r}")
+                    continue
+                chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+                why = check_stream(chunks)
+                if why is None:
+                    result.completed += 1
+                else:
+                    result.corrupted += 1
+                    if len(result.errors) < 5:
+                        result.errors.append(why)
+            except (httpx2.HTTPError, ValueError) as exc:
+                result.lost += 1
+                if len(result.errors) < 5:
+                    result.errors.append(f"{type(exc).__name__}: {exc}")
+
+    async def sample() -> None:
+        while time.monotonic() < stop:
+            result.rss_mb.append(_rss_mb(pid))
+            await asyncio.sleep(1.0)
+        result.rss_mb.append(_rss_mb(pid))
+
+    progress(f"{streams} concurrent streams for {seconds:g} s")
+    limits = httpx2.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
+    async with httpx2.AsyncClient(timeout=60, limits=limits) as client:
+        await asyncio.gather(sample(), *(worker(client) for _ in range(streams)))
+    return result
+
+
+def run_bench(
+    *, requests: int = 400, streams: int = 64, soak_s: float = 60.0, progress: Callable[[str], None] | None = None
+) -> ProxyBench:
+    """Start the upstream and the proxy, measure both paths side by side, then soak the proxy.
+
+    Raises:
+        BackendUnavailable: the upstream or the proxy did not start.
+    """
+    say = progress or (lambda _: None)
+    with tempfile.TemporaryDirectory(prefix="tooldispatch-bench-proxy-") as tmp:
+        folder = Path(tmp)
+        up_port, proxy_port = _free_port(), _free_port()
+        upstream_url, proxy_url = f"http://127.0.0.1:{up_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"
+        python = sys.executable
+        upstream_argv = [python, "-m", "tooldispatch.bench.proxy", "upstream", "--port", str(up_port)]
+        proxy_argv = [
+            python, "-m", "tooldispatch", "proxy", "--base-url", upstream_url, "--dialect", "llama-server",
+            "--served-model", "scripted", "--port", str(proxy_port), "--store", str(folder / "state.db"),
+            "--log-level", "warning",
+        ]  # fmt: skip
+        say("starting the scripted upstream and the proxy")
+        with (
+            _process(upstream_argv, f"{upstream_url}/models", "scripted upstream", folder / "upstream.log"),
+            _process(proxy_argv, f"http://127.0.0.1:{proxy_port}/health", "proxy", folder / "proxy.log") as proxy,
+        ):
+            bench = _measure(upstream_url, proxy_url, requests, say)
+            if soak_s > 0 and streams > 0:
+                bench.soak = asyncio.run(_soak(proxy_url, proxy.pid, streams, soak_s, say))
+    return bench
+
+
+def print_report(bench: ProxyBench, console: Any) -> None:
+    """Print the figures as a ``rich`` table, with the targets next to them."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"proxy against the same scripted upstream called directly ({bench.requests} requests per path)"
+    )
+    for column in ("measure", "direct p50", "proxied p50", "added", "target"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    table.add_row(
+        "latency, non-streamed with tools",
+        f"{bench.p50(bench.direct_ms):.3f} ms",
+        f"{bench.p50(bench.proxied_ms):.3f} ms",
+        f"{bench.added_ms:.3f} ms",
+        "≤ 1 ms",
+    )
+    table.add_row(
+        "time to first token, streamed",
+        f"{bench.p50(bench.direct_ttft_ms):.3f} ms",
+        f"{bench.p50(bench.proxied_ttft_ms):.3f} ms",
+        f"{bench.added_ttft_ms:.3f} ms",
+        "≤ 2 ms",
+    )
+    console.print(table)
+    soak = bench.soak
+    if soak is None:
+        return
+    rss = [r for r in soak.rss_mb if r == r]
+    warm = rss[min(5, len(rss) - 1)] if rss else float("nan")
+    console.print(
+        f"soak: {soak.streams} concurrent streams for {soak.seconds:g} s: {soak.completed} answers exact, "
+        f"{soak.lost} lost, {soak.corrupted} corrupted; proxy RSS {rss[0] if rss else float('nan'):.1f} MB at start, "
+        f"{warm:.1f} MB after warm-up, {rss[-1] if rss else float('nan'):.1f} MB at the end, "
+        f"{max(rss) if rss else float('nan'):.1f} MB at most"
+    )
+    for error in soak.errors:
+        console.print(f"  {error}")
+
+
+def _serve_upstream(port: int) -> None:
+    import uvicorn
+
+    from tooldispatch.proxy.scripted import ScriptedServer
+
+    server = ScriptedServer(bench_turn, keep_requests=False)
+    uvicorn.run(server.app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tooldispatch.bench.proxy upstream --port N``: the scripted upstream of this benchmark."""
+    parser = argparse.ArgumentParser(prog="python -m tooldispatch.bench.proxy")
+    parser.add_argument("role", choices=["upstream"])
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    _serve_upstream(args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""``tooldispatch proxy`` (serve), ``tooldispatch proxy stats`` and ``tooldispatch bench proxy``.
+
+Thin: the upstream, the app and the counting come from ``tooldispatch.proxy``; this module reads the
+options, checks the safety settings, and runs uvicorn.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tooldispatch.errors import ConfigError, TooldispatchError
+
+proxy_app = typer.Typer(
+    help="An OpenAI-compatible endpoint that parses, repairs and validates tool calls in front of any upstream.",
+    invoke_without_command=True,
+)
+
+_STORE_HELP = "The SQLite state file every request is counted in."
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(2)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@proxy_app.callback()
+def proxy(
+    ctx: typer.Context,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Upstream: a profile from configs/.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="Upstream: an OpenAI-compatible API root (ending in /v1).")
+    ] = None,
+    dialect: Annotated[
+        str | None, typer.Option("--dialect", help="The --base-url server: vllm, llama-server or openrouter.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Upstream: NAME@QUANT run in process with llama.cpp.")
+    ] = None,
+    parse: Annotated[
+        str | None,
+        typer.Option(
+            "--parse",
+            help="server: the upstream extracts calls, the proxy repairs and validates them; client: tools go into "
+            "the prompt and the raw text is parsed here. Default: the profile's (vllm, openrouter: server; "
+            "llama-server: client).",
+        ),
+    ] = None,
+    served_model: Annotated[
+        str | None, typer.Option("--served-model", help="The upstream's model name (default: its /v1/models).")
+    ] = None,
+    upstream_key_env: Annotated[
+        str | None, typer.Option("--upstream-key-env", help="Environment variable with the upstream's API key.")
+    ] = None,
+    quant: Annotated[
+        str | None, typer.Option("--quant", help="Quantization label in the statistics (default: NAME@QUANT's).")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds to wait for the upstream.")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8100,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="Environment variable holding the key every client must send."),
+    ] = None,
+    store: Annotated[Path, typer.Option("--store", help=_STORE_HELP)] = Path("state.db"),
+    record: Annotated[
+        bool, typer.Option("--record", help="Also keep request bodies, raw outputs and answers in the store.")
+    ] = False,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1024, help="Largest request body.")] = (
+        8 * 1024 * 1024
+    ),
+    max_tools: Annotated[int, typer.Option("--max-tools", min=1, help="Most tools per request.")] = 128,
+    no_key_on_network: Annotated[
+        bool,
+        typer.Option("--no-key-on-network", help="Allow listening on a non-loopback address without --api-key-env."),
+    ] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
+) -> None:
+    """Serve /v1/chat/completions, /v1/models and /health in front of an upstream.
+
+    With no upstream option, the default model runs in process with llama.cpp. Point any OpenAI client at
+    http://HOST:PORT/v1 (see docs/proxy.md).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    import uvicorn
+
+    from tooldispatch.proxy import Limits, Proxy, Recorder, build_app, build_upstream
+    from tooldispatch.store import Store
+
+    if parse not in (None, "server", "client"):
+        raise _fail(ConfigError(f"--parse {parse!r}: use server or client"))
+    key: str | None = None
+    if api_key_env:
+        key = os.environ.get(api_key_env, "")
+        if not key:
+            raise _fail(ConfigError(f"--api-key-env {api_key_env}: that environment variable is unset or empty"))
+    elif not _loopback(host) and not no_key_on_network:
+        raise _fail(
+            ConfigError(
+                f"listening on {host} without a key lets anyone on the network use the upstream; "
+                "pass --api-key-env VAR (or --no-key-on-network to accept that)"
+            )
+        )
+    try:
+        upstream = build_upstream(
+            profile=profile,
+            base_url=base_url,
+            dialect=dialect,
+            model=model,
+            parse=parse,  # type: ignore[arg-type]  # checked above
+            served_model=served_model,
+            upstream_key_env=upstream_key_env,
+            quant=quant,
+            timeout_s=timeout,
+        )
+        state = Store(store)
+    except TooldispatchError as exc:
+        raise _fail(exc) from exc
+    limits = Limits(max_body_bytes=max_body_bytes, max_tools=max_tools)
+    app = build_app(Proxy(upstream, limits, api_key=key, recorder=Recorder(state), record=record))
+    where = upstream.base_url or "in process"
+    typer.echo(
+        f"proxy for {upstream.model} ({upstream.engine}, {upstream.mode} parse, {where}) on http://{host}:{port}/v1; "
+        f"counting into {store}"
+    )
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        state.close()
+
+
+@proxy_app.command("stats")
+def stats(
+    store: Annotated[Path, typer.Option("--store", help=_STORE_HELP)] = Path("state.db"),
+) -> None:
+    """Print the parse-repair rates of the traffic counted so far, per model and quantization."""
+    from tooldispatch.proxy.stats import BUCKETS, has_requests, rates
+    from tooldispatch.store import Store
+
+    if not store.is_file():
+        raise _fail(ConfigError(f"no state file at {store}; pass --store with the file given to `tooldispatch proxy`"))
+    try:
+        st = Store(store)
+    except TooldispatchError as exc:
+        raise _fail(exc) from exc
+    try:
+        if not has_requests(st):
+            typer.echo(f"no proxied request counted in {store} yet")
+            return
+        rows = rates(st)
+    finally:
+        st.close()
+    table = Table(title=f"parse-repair rates of proxied traffic ({store})")
+    columns = (
+        "model",
+        "quant",
+        "requests",
+        "with tools",
+        "errors",
+        "calls",
+        "candidates",
+        *BUCKETS,
+        "repairs",
+        "p50 ms",
+    )
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("model", "quant", "repairs") else "right")
+    for r in rows:
+        shares = []
+        for bucket in BUCKETS:
+            share = r.rate(bucket)
+            shares.append(f"{r.buckets[bucket]} ({share:.0%})" if share is not None else "0")
+        repairs = ", ".join(f"{k} {v}" for k, v in sorted(r.repairs.items())) or "-"
+        p50 = f"{r.latency_p50_s * 1000:.1f}" if r.latency_p50_s is not None else "-"
+        table.add_row(
+            r.model, r.quant, str(r.requests), str(r.tool_requests), str(r.errors), str(r.calls),
+            str(r.candidates), *shares, repairs, p50,
+        )  # fmt: skip
+    Console(width=200, soft_wrap=True).print(table)
+
+
+def bench_proxy(
+    requests: Annotated[int, typer.Option(help="Non-streamed and streamed requests per path.")] = 400,
+    streams: Annotated[int, typer.Option(help="Concurrent streams of the soak.")] = 64,
+    soak_s: Annotated[float, typer.Option("--soak-s", help="Seconds of the soak (0: none).")] = 60.0,
+) -> None:
+    """Added latency and time to first token of the proxy against the same scripted upstream called directly,
+    side by side in one run; then concurrent streams through the proxy, checked for loss, corruption and memory."""
+    from tooldispatch.bench.proxy import print_report, run_bench
+
+    console = Console(soft_wrap=True)
+    try:
+        report = run_bench(requests=requests, streams=streams, soak_s=soak_s, progress=console.log)
+    except TooldispatchError as exc:
+        raise _fail(exc) from exc
+    print_report(report, console)
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``proxy`` and ``bench proxy`` to the command line."""
+    app.add_typer(proxy_app, name="proxy")
+    bench.command("proxy")(bench_proxy)

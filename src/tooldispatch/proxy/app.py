@@ -1,0 +1,374 @@
+"""The ASGI application: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``.
+
+Each route checks the key (when one is set), bounds the body, and answers either the upstream's work or one
+OpenAI-shaped error. Requests without tools go to an HTTP upstream as they came; requests with tools go
+through the backend and the parser (``turn`` without streaming, ``stream`` with it). Every request, failed
+ones too, is counted by the ``Recorder``.
+
+The routes are also served without the ``/v1`` prefix, for clients configured with the server's root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from tooldispatch.backends.base import Event
+from tooldispatch.errors import TooldispatchError
+from tooldispatch.proxy.errors import ProxyError, from_backend, invalid
+from tooldispatch.proxy.stats import Recorder, RequestStats, record_json
+from tooldispatch.proxy.stream import SseTurn
+from tooldispatch.proxy.translate import Limits, ProxyRequest, new_id, read_request
+from tooldispatch.proxy.turn import complete, dumps
+from tooldispatch.proxy.upstream import Upstream
+
+_log = logging.getLogger("tooldispatch.proxy")
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class SseResponse:
+    """Streams SSE bytes; a client that goes away cancels the stream (and with it the upstream request).
+
+    Starlette's own streaming response notices a disconnect only when it next writes, which may be long
+    after (a model reasoning, a call being held); this one watches for it while waiting.
+    """
+
+    def __init__(self, body: AsyncIterator[bytes], on_close: Callable[[bool], None]) -> None:
+        """Stream ``body``; ``on_close(disconnected)`` runs once the stream has ended either way."""
+        self.body = body
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        disconnected = False
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                nonlocal disconnected
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        disconnected = True
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(watch)
+            try:
+                async for chunk in self.body:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except OSError:
+                disconnected = True
+            group.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            aclose = getattr(self.body, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            self.on_close(disconnected)
+        if not disconnected:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _error(err: ProxyError) -> Response:
+    return Response(dumps(err.body()), status_code=err.status, media_type="application/json", headers=err.headers)
+
+
+@dataclass
+class Proxy:
+    """The proxy's routes over one upstream.
+
+    Attributes:
+        upstream: what requests are served by.
+        limits: request bounds.
+        api_key: the key every request must carry (``None``: no key needed).
+        recorder: where requests are counted (``None``: not counted).
+        record: keep request bodies, raw outputs and answers (``--record``).
+    """
+
+    upstream: Upstream
+    limits: Limits
+    api_key: str | None = None
+    recorder: Recorder | None = None
+    record: bool = False
+
+    def __repr__(self) -> str:
+        return f"Proxy(upstream={self.upstream!r}, limits={self.limits!r}, key={'set' if self.api_key else 'none'})"
+
+    # -- checks ---------------------------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        if self.api_key is None:
+            return
+        header = request.headers.get("authorization", "")
+        given = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+        if not given or not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            raise ProxyError(
+                401,
+                "missing or wrong API key: send the proxy's key as 'Authorization: Bearer KEY'",
+                type="authentication_error",
+                code="invalid_api_key",
+            )
+
+    async def _body(self, request: Request) -> bytes:
+        bound = self.limits.max_body_bytes
+        length = request.headers.get("content-length")
+        too_big = ProxyError(
+            413, f"the request body is over {bound} bytes (--max-body-bytes)", code="request_too_large"
+        )
+        if length is not None and length.isdigit() and int(length) > bound:
+            raise too_big
+        parts: list[bytes] = []
+        size = 0
+        async for part in request.stream():
+            size += len(part)
+            if size > bound:
+                raise too_big
+            parts.append(part)
+        return b"".join(parts)
+
+    def _stats(self, request: ProxyRequest | None, *, stream: bool) -> RequestStats:
+        up = self.upstream
+        mode = up.mode if request is None or request.tools or not up.forwards else "forward"
+        return RequestStats(
+            id=new_id("req_"),
+            model=up.label,
+            quant=up.quant,
+            engine=up.engine,
+            mode=mode,
+            stream=stream,
+            tools=len(request.tools) if request is not None else 0,
+            tool_choice=request.tool_choice if request is not None else "auto",
+        )
+
+    def _count(self, stats: RequestStats, started: float) -> None:
+        stats.latency_s = time.monotonic() - started
+        if self.recorder is not None:
+            self.recorder.add(stats)
+
+    # -- routes ---------------------------------------------------------------------------------------
+
+    async def chat(self, request: Request) -> Response | SseResponse:
+        """``POST /v1/chat/completions``."""
+        started = time.monotonic()
+        proxied: ProxyRequest | None = None
+        stats: RequestStats | None = None
+        try:
+            self._authorize(request)
+            raw = await self._body(request)
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise invalid(f"the body is not JSON: {exc}") from exc
+            proxied = read_request(body, limits=self.limits, constrained=self.upstream.constrained)
+            stats = self._stats(proxied, stream=proxied.stream)
+            if not proxied.tools and self.upstream.forwards:
+                return await self._forward(proxied, raw, stats, started)
+            if proxied.stream:
+                return await self._stream(proxied, stats, started)
+            answer = await complete(self.upstream, proxied, stats, record=self.record)
+        except ProxyError as err:
+            return self._failed(err, proxied, stats, started)
+        except TooldispatchError as exc:
+            return self._failed(from_backend(exc), proxied, stats, started)
+        self._count(stats, started)
+        return Response(dumps(answer), media_type="application/json")
+
+    def _failed(
+        self, err: ProxyError, proxied: ProxyRequest | None, stats: RequestStats | None, started: float
+    ) -> Response:
+        stats = stats or self._stats(proxied, stream=bool(proxied and proxied.stream))
+        stats.status, stats.error = err.status, err.code
+        self._count(stats, started)
+        _log.info("answered %d %s: %s", err.status, err.code, err.message)
+        return _error(err)
+
+    async def _stream(self, request: ProxyRequest, stats: RequestStats, started: float) -> SseResponse:
+        """Start the upstream turn; errors before its first event are answered with their own status."""
+        events = self.upstream.events(self.upstream.prepare(request), stream=True)
+        iterator = events.__aiter__()
+        try:
+            first: Event | None = await iterator.__anext__()
+        except StopAsyncIteration:
+            first = None
+        except BaseException:
+            await events.aclose()  # type: ignore[attr-defined]
+            raise
+        turn = SseTurn(request, self.upstream.model, stats, record=self.record)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield turn.opening()
+                stats.first_token_s = time.monotonic() - started
+                if first is not None:
+                    for chunk in turn.feed(first):
+                        yield chunk
+                    async for event in iterator:
+                        for chunk in turn.feed(event):
+                            yield chunk
+                for chunk in turn.close():
+                    yield chunk
+            except TooldispatchError as exc:
+                err = from_backend(exc)
+                stats.status, stats.error = err.status, err.code
+                yield err.sse()
+                yield b"data: [DONE]\n\n"
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await events.aclose()  # type: ignore[attr-defined]
+
+        def closed(disconnected: bool) -> None:
+            if disconnected:
+                stats.status, stats.error = 499, "client_disconnected"
+            if self.record:
+                stats.record = record_json(request.body, turn.raw_output(), turn.answer())
+            self._count(stats, started)
+
+        return SseResponse(body(), closed)
+
+    async def _forward(
+        self, request: ProxyRequest, raw: bytes, stats: RequestStats, started: float
+    ) -> Response | SseResponse:
+        """Send a request without tools to the HTTP upstream as it came, and its answer back as it comes."""
+        up = self.upstream
+        client = up.http()
+        outgoing = client.build_request(
+            "POST", f"{up.base_url}/chat/completions", content=up.forward_body(request.body, raw)
+        )
+        try:
+            response = await client.send(outgoing, stream=True)
+        except httpx2.TimeoutException as exc:
+            raise ProxyError(
+                504,
+                f"the upstream at {up.base_url} did not answer in {up.timeout_s:g} s",
+                type="timeout",
+                code="upstream_timeout",
+            ) from exc
+        except httpx2.HTTPError as exc:
+            raise ProxyError(
+                502,
+                f"cannot reach the upstream at {up.base_url} ({type(exc).__name__}); check that it is running",
+                type="upstream_error",
+                code="upstream_unavailable",
+            ) from exc
+        if response.status_code in (401, 403):
+            await response.aclose()
+            raise ProxyError(
+                502,
+                f"the upstream at {up.base_url} rejected the proxy's own key (HTTP {response.status_code}); "
+                "set the upstream key's environment variable the profile names",
+                type="upstream_error",
+                code="upstream_auth",
+            )
+        kind = response.headers.get("content-type", "application/json")
+        if not request.stream or response.status_code != 200 or not kind.startswith("text/event-stream"):
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+            stats.status = response.status_code
+            if response.status_code != 200:
+                stats.error = "upstream_status"
+            if self.record:
+                stats.record = record_json(request.body, {"forwarded": True}, content.decode("utf-8", "replace"))
+            self._count(stats, started)
+            passed = {k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "retry-after-ms")}
+            return Response(content, status_code=response.status_code, media_type=kind, headers=passed)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                first = True
+                async for part in response.aiter_raw():
+                    if first:
+                        stats.first_token_s = time.monotonic() - started
+                        first = False
+                    yield part
+            except httpx2.HTTPError as exc:
+                err = ProxyError(
+                    502,
+                    f"the upstream at {up.base_url} dropped the stream ({type(exc).__name__})",
+                    type="upstream_error",
+                    code="upstream_dropped",
+                )
+                stats.status, stats.error = err.status, err.code
+                yield err.sse()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+
+        def closed(disconnected: bool) -> None:
+            if disconnected:
+                stats.status, stats.error = 499, "client_disconnected"
+            self._count(stats, started)
+
+        return SseResponse(body(), closed)
+
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: the one model this proxy serves."""
+        try:
+            self._authorize(request)
+        except ProxyError as err:
+            return _error(err)
+        entry = {"id": self.upstream.model, "object": "model", "created": 0, "owned_by": "tooldispatch"}
+        return Response(dumps({"object": "list", "data": [entry]}), media_type="application/json")
+
+    async def health(self, request: Request) -> Response:
+        """``GET /health``: the proxy is up, and what it serves."""
+        try:
+            self._authorize(request)
+        except ProxyError as err:
+            return _error(err)
+        up = self.upstream
+        info: dict[str, Any] = {
+            "status": "ok",
+            "model": up.model,
+            "quant": up.quant,
+            "engine": up.engine,
+            "mode": up.mode,
+        }
+        return Response(dumps(info), media_type="application/json")
+
+
+def build_app(proxy: Proxy) -> Starlette:
+    """The Starlette application for ``proxy``; the recorder and the upstream's connections follow its lifespan."""
+    routes: list[Route] = []
+    handlers: list[tuple[str, Callable[[Request], Awaitable[Any]], str]] = [
+        ("/chat/completions", proxy.chat, "POST"),
+        ("/models", proxy.models, "GET"),
+    ]
+    for path, handler, method in handlers:
+        routes.append(Route(f"/v1{path}", handler, methods=[method]))
+        routes.append(Route(path, handler, methods=[method]))
+    routes.append(Route("/health", proxy.health, methods=["GET"]))
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if proxy.recorder is not None:
+            proxy.recorder.start()
+        try:
+            yield
+        finally:
+            if proxy.recorder is not None:
+                await proxy.recorder.stop()
+            await proxy.upstream.aclose()
+
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,270 @@
+"""One model turn through the proxy, streamed as Server-Sent Events without buffering the turn.
+
+``SseTurn`` turns the upstream's events into ``chat.completion.chunk`` events as they arrive:
+
+- reasoning deltas go out at once (as ``reasoning_content`` and ``reasoning``);
+- content goes through a ``StreamParser``, which holds back only what may still start a tool call; what it
+  lets go goes out at once;
+- the end of the reasoning goes out at once as an empty content delta, even while the text after it is held;
+- each call goes out as one ``tool_calls`` delta as soon as it is complete: a call written in the text when
+  its closing marker arrives, a call the upstream extracted (server mode) when the next one starts;
+- at the end, the turn's final outcome (the same parse the non-streamed path makes of the same text) decides:
+  every final call not yet sent goes out, then the finish reason (``tool_calls`` when calls went out), the
+  usage when asked, and ``[DONE]``.
+
+A call sent early stays sent: the parser's early reports are checked against the final outcome by its own
+tests, and the proxy's tests compare streamed and non-streamed answers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from tooldispatch.backends.base import (
+    ContentDelta,
+    Event,
+    Finish,
+    NativeCall,
+    ReasoningDelta,
+    ReasoningEnd,
+    ToolCallDelta,
+    Usage,
+)
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.stream import CallReady, ContentText, ReasoningEnded, ReasoningText, StreamParser
+from tooldispatch.proxy.stats import RequestStats
+from tooldispatch.proxy.translate import ProxyRequest, new_id, tool_call_json, usage_json
+from tooldispatch.types import ParseOutcome, ToolCall
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _key(call: ToolCall) -> str:
+    return f"{call.name}\x00{json.dumps(call.arguments, sort_keys=True)}"
+
+
+class SseTurn:
+    """The SSE chunks of one streamed turn, built from the upstream's events.
+
+    Args:
+        request: the checked request.
+        model: the model name the chunks carry.
+        stats: the request's statistics, filled in as the turn ends.
+        record: keep the raw output and the answer (``--record``).
+    """
+
+    def __init__(self, request: ProxyRequest, model: str, stats: RequestStats, *, record: bool = False) -> None:
+        self.request = request
+        self.stats = stats
+        self.record = record
+        self._meta = {"id": new_id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time())}
+        self._meta["model"] = model
+        self._head = (json.dumps(self._meta)[:-1] + ', "choices": [{"index": 0, ').encode()
+        self._parser = StreamParser(request.tools) if request.parses else None
+        self._text: list[str] = []  # what the parser read (reasoning in its markers, then content)
+        self._upstream_reasoning = False  # inside reasoning the upstream split off (fed to the parser in markers)
+        self._reasoning_shown = False
+        self._natives: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
+        self._native_done = 0
+        self._sent: list[ToolCall] = []
+        self._sent_json: list[dict[str, Any]] = []
+        self._usage: Usage | None = None
+        self._finish: Finish | None = None
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self.started = False
+
+    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None) -> bytes:
+        """One ``data:`` event carrying ``delta``."""
+        reason = "null" if finish_reason is None else json.dumps(finish_reason)
+        body = json.dumps(delta, ensure_ascii=False)
+        return (
+            b"data: "
+            + self._head
+            + b'"delta": '
+            + body.encode()
+            + b', "finish_reason": '
+            + reason.encode()
+            + b"}]}\n\n"
+        )
+
+    def opening(self) -> bytes:
+        """The first chunk: the assistant role."""
+        self.started = True
+        return self.chunk({"role": "assistant", "content": ""})
+
+    # -- events -------------------------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> list[bytes]:
+        """The chunks one upstream event completes (often one, sometimes none)."""
+        if isinstance(event, ContentDelta):
+            out = self._close_upstream_reasoning()
+            if self._parser is None:
+                self._content.append(event.text)
+                out.append(self.chunk({"content": event.text}))
+                return out
+            self._text.append(event.text)
+            out.extend(self._parsed(self._parser.feed(event.text)))
+            return out
+        if isinstance(event, ReasoningDelta):
+            out = []
+            if self._parser is not None:
+                if not self._upstream_reasoning:
+                    self._upstream_reasoning = True
+                    self._text.append("<think>")
+                    self._parser.feed("<think>")
+                self._text.append(event.text)
+                self._parser.feed(event.text)  # already shown below; the parser only needs to have read it
+            self._reasoning.append(event.text)
+            out.append(self.chunk({"reasoning_content": event.text, "reasoning": event.text}))
+            return out
+        if isinstance(event, ReasoningEnd):
+            if self._parser is None:
+                return self._reasoning_end()
+            return self._close_upstream_reasoning()
+        if isinstance(event, ToolCallDelta):
+            return self._native(event)
+        if isinstance(event, Usage):
+            self._usage = event
+        elif isinstance(event, Finish):
+            self._finish = event
+        return []
+
+    def _reasoning_end(self) -> list[bytes]:
+        if self._reasoning_shown:
+            return []
+        self._reasoning_shown = True
+        return [self.chunk({"content": ""})]
+
+    def _close_upstream_reasoning(self) -> list[bytes]:
+        if not self._upstream_reasoning or self._parser is None:
+            return []
+        self._text.append("</think>")
+        out = self._parsed(self._parser.feed("</think>"))
+        self._upstream_reasoning = False
+        return out
+
+    def _parsed(self, events: tuple[Any, ...]) -> list[bytes]:
+        out: list[bytes] = []
+        for ev in events:
+            if isinstance(ev, ContentText):
+                self._content.append(ev.text)
+                out.append(self.chunk({"content": ev.text}))
+            elif isinstance(ev, CallReady):
+                out.extend(self._send(ev.call))
+            elif isinstance(ev, ReasoningText):
+                if not self._upstream_reasoning:  # reasoning written in the content (``<think>`` in the text)
+                    self._reasoning.append(ev.text)
+                    out.append(self.chunk({"reasoning_content": ev.text, "reasoning": ev.text}))
+            elif isinstance(ev, ReasoningEnded):
+                out.extend(self._reasoning_end())
+        return out
+
+    def _send(self, call: ToolCall) -> list[bytes]:
+        if self._sent and not self.request.parallel:
+            return []
+        entry = tool_call_json(call, new_id("call_"), len(self._sent))
+        self._sent.append(call)
+        self._sent_json.append(entry)
+        return [self.chunk({"tool_calls": [entry]})]
+
+    def _native(self, delta: ToolCallDelta) -> list[bytes]:
+        out: list[bytes] = []
+        if delta.index not in self._natives:
+            out.extend(self._natives_complete(below=delta.index))
+            self._natives[delta.index] = ["", ""]
+        slot = self._natives[delta.index]
+        if delta.id and not slot[0]:
+            slot[0] = delta.id
+        if delta.name:
+            slot[1] += delta.name
+        slot.append(delta.arguments)
+        return out
+
+    def _native_calls(self, indexes: list[int]) -> list[NativeCall]:
+        calls = []
+        for i in indexes:
+            slot = self._natives[i]
+            calls.append(NativeCall(id=slot[0] or None, name=slot[1], arguments="".join(slot[2:])))
+        return calls
+
+    def _natives_complete(self, *, below: int) -> list[bytes]:
+        """Send the upstream's calls that are complete: every one before a call that has started."""
+        ready = sorted(i for i in self._natives if i < below)[self._native_done :]
+        if not ready:
+            return []
+        self._native_done += len(ready)
+        natives = [c.to_openai() for c in self._native_calls(ready)]
+        outcome = parse_tool_calls("", self.request.tools, native_calls=natives)
+        out: list[bytes] = []
+        for call in outcome.calls:
+            out.extend(self._send(call))
+        return out
+
+    # -- the end ------------------------------------------------------------------------------------------
+
+    def close(self) -> list[bytes]:
+        """The last chunks: held content, calls not sent yet, the finish reason, the usage, ``[DONE]``."""
+        finish_reason = self._finish.reason if self._finish is not None else None
+        out: list[bytes] = []
+        if self._parser is not None:
+            out.extend(self._close_upstream_reasoning())
+            closing = self._parser.close(finish_reason)
+            out.extend(self._parsed(tuple(e for e in closing if not isinstance(e, CallReady))))
+            outcome = self._final(finish_reason)
+            final = outcome.calls if self.request.parallel else outcome.calls[:1]
+            sent = Counter(_key(c) for c in self._sent)
+            for call in final:
+                key = _key(call)
+                if sent[key]:
+                    sent[key] -= 1
+                else:
+                    out.extend(self._send(call))
+            self.stats.count(outcome, len(self._sent))
+        reason = "tool_calls" if self._sent else (finish_reason or "stop")
+        out.append(self.chunk({}, reason))
+        self.stats.finish_reason = reason
+        usage = self._usage
+        if usage is not None:
+            self.stats.prompt_tokens, self.stats.completion_tokens = usage.prompt_tokens, usage.completion_tokens
+            if self.request.include_usage:
+                tail = {"choices": [], "usage": usage_json(usage.prompt_tokens, usage.completion_tokens)}
+                out.append(b"data: " + json.dumps({**self._meta, **tail}).encode() + b"\n\n")
+        out.append(DONE)
+        return out
+
+    def _final(self, finish_reason: str | None) -> ParseOutcome:
+        assert self._parser is not None
+        if not self._natives:
+            outcome = self._parser.outcome
+            assert outcome is not None
+            return outcome
+        natives = [c.to_openai() for c in self._native_calls(sorted(self._natives))]
+        return parse_tool_calls(
+            "".join(self._text), self.request.tools, native_calls=natives, finish_reason=finish_reason
+        )
+
+    def raw_output(self) -> dict[str, Any]:
+        """The upstream's output as kept with ``--record``."""
+        return {
+            "text": "".join(self._text) if self._parser is not None else "".join(self._content),
+            "reasoning": "".join(self._reasoning),
+            "native_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in self._native_calls(sorted(self._natives))
+            ],
+            "finish_reason": self._finish.reason if self._finish is not None else None,
+        }
+
+    def answer(self) -> dict[str, Any]:
+        """The streamed answer put together, as kept with ``--record``."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        if self._sent:
+            message["tool_calls"] = [{k: v for k, v in e.items() if k != "index"} for e in self._sent_json]
+        return {"message": message, "finish_reason": self.stats.finish_reason}

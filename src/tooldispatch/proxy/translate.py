@@ -1,0 +1,305 @@
+"""OpenAI request bodies in, ``ChatRequest`` out; parse outcomes in, OpenAI answers out.
+
+Pure functions of plain dicts, so every rule here is tested without a server. ``read_request`` checks what
+the proxy must check before it asks the upstream anything (the tools, ``tool_choice``, the bounds) and says
+exactly what is wrong in a 400; everything it does not handle itself is passed on to the upstream as sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import openai
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from tooldispatch.backends.base import ChatRequest
+from tooldispatch.errors import ConfigError
+from tooldispatch.proxy.errors import invalid
+from tooldispatch.toolspec import ToolSpec, normalize_tools
+from tooldispatch.types import ToolCall
+
+# Names every prompt format can carry (OpenAI's own rule, plus the dots and colons MCP tool names use).
+_NAME: Final = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+# Fields the proxy reads itself; every other field of the body goes to the upstream unchanged.
+_HANDLED: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "seed",
+        "stop",
+        "n",
+    }
+)
+# Parameter schemas already checked to be valid JSON Schema, by their canonical JSON: a pure cache of an
+# immutable verdict (agents send the same tools with every request), bounded so a stream of new schemas
+# cannot grow it without end.
+_CHECKED: dict[str, bool] = {}
+_CHECKED_MAX: Final = 1024
+# A field the client did not send is left out of the upstream body (the ``openai`` client drops ``Omit``
+# values from ``extra_body`` when it merges it into the body), so the upstream applies its own default.
+_OMIT: Final = openai.Omit()
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on one request.
+
+    Attributes:
+        max_body_bytes: the largest request body read.
+        max_tools: the most tools one request may declare.
+        default_max_tokens: the completion budget of an in-process model when the client sets none.
+    """
+
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_tools: int = 128
+    default_max_tokens: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyRequest:
+    """What the proxy understood of one chat completions body.
+
+    Attributes:
+        body: the body as sent.
+        stream: the client asked for SSE.
+        include_usage: the client asked for a usage chunk at the end of the stream.
+        tools: the declared tools, checked.
+        tool_choice: ``auto``, ``none``, ``required`` or one tool's name.
+        parallel: more than one call may be answered.
+        chat: the request for the backend.
+    """
+
+    body: Mapping[str, Any]
+    stream: bool
+    include_usage: bool
+    tools: tuple[ToolSpec, ...]
+    tool_choice: str
+    parallel: bool
+    chat: ChatRequest
+
+    @property
+    def parses(self) -> bool:
+        """Whether the answer is parsed for tool calls (tools declared and ``tool_choice`` is not ``none``)."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+
+def check_tools(raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
+    """Check a request's ``tools`` and return them as ``ToolSpec`` values.
+
+    Raises:
+        ProxyError: 400 naming the tool at fault and why.
+    """
+    if not isinstance(raw, list):
+        raise invalid(f"'tools' must be a list of tool declarations, not {type(raw).__name__}", param="tools")
+    if len(raw) > max_tools:
+        raise invalid(
+            f"the request declares {len(raw)} tools; this proxy accepts at most {max_tools} (--max-tools)",
+            param="tools",
+        )
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for position, item in enumerate(raw):
+        where = f"tools[{position}]"
+        if not isinstance(item, Mapping):
+            raise invalid(f"{where} must be an object, not {type(item).__name__}", param=where)
+        if item.get("type", "function") != "function":
+            raise invalid(f"{where} has type {item.get('type')!r}; only 'function' tools are supported", param=where)
+        try:
+            spec = next(iter(normalize_tools([item]).values()))
+        except ConfigError as exc:
+            raise invalid(f"{where}: {exc}", param=where) from exc
+        name = spec.name
+        if not _NAME.fullmatch(name):
+            raise invalid(
+                f"tool {name!r} ({where}): a name is 1 to 64 letters, digits, '_', '-', '.' or ':'", param=where
+            )
+        if name in seen:
+            raise invalid(f"tool {name!r} is declared twice ({where}); give each tool a unique name", param=where)
+        seen.add(name)
+        try:
+            _check_schema(spec.parameters)
+        except SchemaError as exc:
+            path = "/".join(str(p) for p in exc.path)
+            raise invalid(
+                f"tool {name!r} ({where}): 'parameters' is not a valid JSON Schema at /{path}: {exc.message}",
+                param=where,
+            ) from exc
+        specs.append(spec)
+    return tuple(specs)
+
+
+def _check_schema(schema: Mapping[str, Any]) -> None:
+    """Check a parameters schema against its metaschema, once per distinct schema.
+
+    Raises:
+        SchemaError: the schema is not valid JSON Schema.
+    """
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    if key in _CHECKED:
+        return
+    validator_for(dict(schema)).check_schema(dict(schema))
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED[key] = True
+
+
+def check_tool_choice(raw: Any, tools: Sequence[ToolSpec]) -> str:
+    """Return ``auto``, ``none``, ``required`` or the named tool.
+
+    Raises:
+        ProxyError: 400 for an unknown form, or a name that is not among the tools.
+    """
+    if raw is None:
+        return "auto"
+    if raw in ("auto", "none", "required"):
+        return str(raw)
+    if isinstance(raw, Mapping):
+        fn = raw.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else raw.get("name")
+        if isinstance(name, str) and name:
+            if name not in {t.name for t in tools}:
+                raise invalid(
+                    f"tool_choice names {name!r}, which is not among the request's tools", param="tool_choice"
+                )
+            return name
+    raise invalid(
+        f"tool_choice must be 'none', 'auto', 'required' or "
+        f'{{"type": "function", "function": {{"name": ...}}}}, not {raw!r:.80}',
+        param="tool_choice",
+    )
+
+
+def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
+        raise invalid(f"{key!r} must be {'an integer' if kind is int else 'a number'}, not {value!r:.40}", param=key)
+    return value
+
+
+def read_request(body: Any, *, limits: Limits, constrained: bool) -> ProxyRequest:
+    """Check a chat completions body and build the backend request.
+
+    Args:
+        body: the decoded JSON body.
+        limits: the request bounds.
+        constrained: the upstream can constrain decoding to a grammar (used for ``required`` and a named tool).
+
+    Raises:
+        ProxyError: 400 saying what is wrong with the request.
+    """
+    if not isinstance(body, Mapping):
+        raise invalid("the body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+        raise invalid("'messages' must be a non-empty list of message objects", param="messages")
+    if body.get("functions") is not None or body.get("function_call") is not None:
+        raise invalid("'functions' and 'function_call' are the legacy API; send 'tools' and 'tool_choice'")
+    n = body.get("n")
+    if n not in (None, 1):
+        raise invalid("this proxy answers one choice per request; leave 'n' unset or 1", param="n")
+    tools = check_tools(body["tools"], max_tools=limits.max_tools) if body.get("tools") else ()
+    choice = check_tool_choice(body.get("tool_choice"), tools) if tools else "auto"
+    parallel = body.get("parallel_tool_calls") is not False
+    stream = body.get("stream") is True
+    options = body.get("stream_options")
+    include_usage = stream and isinstance(options, Mapping) and options.get("include_usage") is True
+    extra: dict[str, Any] = {k: v for k, v in body.items() if k not in _HANDLED}
+    max_tokens = _number(body, "max_completion_tokens", int) or _number(body, "max_tokens", int)
+    temperature = _number(body, "temperature", float)
+    seed = _number(body, "seed", int)
+    for key, value in (("max_tokens", max_tokens), ("temperature", temperature), ("seed", seed)):
+        if value is None:
+            extra[key] = _OMIT
+    stop = body.get("stop")
+    stops = (stop,) if isinstance(stop, str) else tuple(s for s in stop if isinstance(s, str)) if stop else ()
+    chat = ChatRequest(
+        messages=messages,
+        tools=tools,
+        max_tokens=max_tokens if max_tokens is not None else limits.default_max_tokens,
+        temperature=float(temperature) if temperature is not None else 0.0,
+        seed=seed,
+        stop=stops,
+        tool_choice=choice if tools else "auto",
+        constrained=constrained and bool(tools) and choice not in ("auto", "none"),
+        extra=extra,
+    )
+    return ProxyRequest(body, stream, include_usage, tools, choice, parallel, chat)
+
+
+def new_id(prefix: str) -> str:
+    """A fresh identifier (``chatcmpl-…``, ``call_…``), unique across requests."""
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+def tool_call_json(call: ToolCall, call_id: str, index: int | None = None) -> dict[str, Any]:
+    """One OpenAI ``tool_calls`` entry (with ``index`` in stream deltas); arguments as a JSON string."""
+    entry: dict[str, Any] = {} if index is None else {"index": index}
+    entry.update(
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+        }
+    )
+    return entry
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """OpenAI's ``usage`` object."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion_json(
+    *,
+    model: str,
+    content: str,
+    reasoning: str,
+    calls: Sequence[ToolCall],
+    finish_reason: str | None,
+    usage: Mapping[str, int] | None,
+) -> dict[str, Any]:
+    """A whole (non-streamed) chat completion: native ``tool_calls``, the rest of the content, the reasoning."""
+    message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+        message["reasoning"] = reasoning
+    if calls:
+        message["tool_calls"] = [tool_call_json(c, new_id("call_")) for c in calls]
+    answer: dict[str, Any] = {
+        "id": new_id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else (finish_reason or "stop"),
+                "logprobs": None,
+            }
+        ],
+    }
+    if usage is not None:
+        answer["usage"] = dict(usage)
+    return answer

@@ -1,0 +1,283 @@
+"""The upstream behind the proxy: a backend for requests with tools, a raw HTTP client for the rest.
+
+Three kinds, chosen on the command line (``tooldispatch proxy``):
+
+- a profile's server or OpenRouter (``--profile``), or any OpenAI-compatible URL (``--base-url --dialect``):
+  requests with tools go through ``OpenAICompatBackend`` in the profile's parse mode (``server``: the
+  upstream extracts calls and the proxy repairs and validates them; ``client``: the tools go into the
+  prompt and the raw text is parsed here), and requests without tools are forwarded as they came, bytes
+  in and bytes out;
+- the in-process llama.cpp backend (``--model NAME@QUANT``, or a ``llamacpp`` profile): every request goes
+  through ``LlamaCppBackend``, so the proxy is itself a local OpenAI server.
+
+The upstream's own key (``OPENROUTER_API_KEY``) is read from the environment by the backend and put in the
+forwarding client's headers; it is never part of a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import httpx2
+
+from tooldispatch.backends.base import Backend, ChatRequest, Event
+from tooldispatch.backends.openai_compat import OpenAICompatBackend, with_tool_prompt
+from tooldispatch.errors import ConfigError
+from tooldispatch.proxy.translate import ProxyRequest
+
+ParseMode = Literal["server", "client"]
+Mode = Literal["server", "client", "in-process"]
+DEFAULT_PARSE: dict[str, ParseMode] = {"vllm": "server", "openrouter": "server", "llama-server": "client"}
+"""The parse mode for ``--base-url``: vLLM and OpenRouter render tools with the model's own template and
+extract calls; llama-cpp-python's server extracts none, so its raw text is parsed here."""
+
+
+@dataclass
+class Upstream:
+    """What the proxy talks to.
+
+    Attributes:
+        backend: the backend that serves requests with tools (and every request in process).
+        model: the model name clients see (``/v1/models``, the ``model`` of answers).
+        label: the model's name in the statistics (the manifest name when known).
+        quant: the quantization label in the statistics (``Q4_K_M``, ``NVFP4``, ``served``).
+        mode: ``server``, ``client`` or ``in-process``.
+        base_url: the upstream's API root, for forwarding (``None`` in process).
+        served_model: the ``model`` the upstream expects in requests.
+        tool_format: the tool prompt format of client mode (for writing earlier calls back as text).
+        timeout_s: the upstream request timeout.
+    """
+
+    backend: Backend
+    model: str
+    label: str
+    quant: str
+    mode: Mode
+    base_url: str | None = None
+    served_model: str | None = None
+    tool_format: str = "hermes"
+    timeout_s: float = 600.0
+    _headers: dict[str, str] = field(default_factory=dict, repr=False)
+    _http: httpx2.AsyncClient | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> str:
+        """The engine's name (``llama.cpp``, ``vllm``, ``openrouter``)."""
+        return self.backend.capabilities.engine
+
+    @property
+    def constrained(self) -> bool:
+        """Whether ``required`` and a named ``tool_choice`` can be enforced with a grammar (client mode)."""
+        return self.backend.capabilities.constrained
+
+    @property
+    def forwards(self) -> bool:
+        """Whether requests without tools are forwarded to an HTTP upstream as they came."""
+        return self.base_url is not None
+
+    def http(self) -> httpx2.AsyncClient:
+        """The forwarding client, made on first use (inside the server's event loop)."""
+        if self._http is None:
+            self._http = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
+                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=200),
+                headers=self._headers,
+            )
+        return self._http
+
+    def prepare(self, request: ProxyRequest) -> ChatRequest:
+        """The backend request for this upstream's mode.
+
+        Server mode passes ``parallel_tool_calls`` on. Client mode over HTTP writes earlier calls and tool
+        results back as text in the tool format (a template that knows nothing of tools cannot render them)
+        and, when no grammar can enforce ``required`` or a named tool, says so in the system prompt.
+        """
+        chat = request.chat
+        if not request.parses:
+            return chat
+        if self.mode == "server":
+            if "parallel_tool_calls" in request.body:
+                return replace(chat, extra={**chat.extra, "parallel_tool_calls": request.parallel})
+            return chat
+        if self.mode != "client":
+            return chat
+        from tooldispatch.prompting import prepare_messages
+
+        messages: list[dict[str, Any]] = [dict(m) for m in chat.messages]
+        if any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
+            messages = [dict(m) for m in prepare_messages(messages, (), tool_format=self.tool_format)]
+        if not chat.constrained and request.tool_choice != "auto":
+            what = "a function call" if request.tool_choice == "required" else f"a call of {request.tool_choice}"
+            messages = with_tool_prompt(messages, f"Answer with {what}.")
+        return replace(chat, messages=messages)
+
+    def events(self, request: ChatRequest, *, stream: bool) -> AsyncIterator[Event]:
+        """The turn's events; a non-streamed client request is asked without streaming where the backend can.
+
+        An HTTP upstream is asked through ``wire.wire_events`` (the backend's request and readers, without the
+        SDK's per-request cost); the in-process model through its backend.
+        """
+        if isinstance(self.backend, OpenAICompatBackend):
+            from tooldispatch.proxy.wire import wire_events
+
+            return wire_events(self.backend, self.http(), request, stream=stream)
+        return self.backend.stream(request)
+
+    def forward_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
+        """The bytes to forward: as sent, unless the ``model`` must become the upstream's."""
+        if self.served_model is None or body.get("model") == self.served_model:
+            return raw
+        import json
+
+        return json.dumps({**body, "model": self.served_model}).encode()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (the in-process model stays loaded)."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        if isinstance(self.backend, OpenAICompatBackend):
+            await self.backend.aclose()
+
+
+def _split_model(spec: str | None) -> tuple[str, str]:
+    name, _, quant = (spec or "").partition("@")
+    return name, quant
+
+
+def from_backend(
+    backend: OpenAICompatBackend,
+    *,
+    model_spec: str | None = None,
+    quant: str | None = None,
+    model: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Upstream:
+    """The upstream for an OpenAI-compatible backend (``model_spec`` is the profile's ``NAME@QUANT``, ``headers``
+    its extra HTTP headers)."""
+    name, spec_quant = _split_model(model_spec)
+    headers = {**dict(headers or {}), "Content-Type": "application/json"}
+    if backend.api_key_env:
+        headers["Authorization"] = f"Bearer {os.environ.get(backend.api_key_env, '')}"
+    if backend.dialect == "openrouter":
+        headers["X-OpenRouter-Title"] = "tooldispatch"
+    return Upstream(
+        backend=backend,
+        model=model or backend.model,
+        label=name or backend.model,
+        quant=quant or spec_quant or "served",
+        mode=backend.parse,
+        base_url=backend.base_url,
+        served_model=backend.model,
+        tool_format=backend.tool_format,
+        timeout_s=backend.timeout_s,
+        _headers=headers,
+    )
+
+
+def in_process(model_spec: str, **settings: Any) -> Upstream:
+    """The in-process llama.cpp upstream for ``NAME@QUANT`` (or a GGUF path)."""
+    from tooldispatch.backends.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(model_spec, **settings)
+    name, quant = _split_model(model_spec)
+    return Upstream(
+        backend=backend,
+        model=backend.model_name,
+        label=name if quant else backend.model_name,
+        quant=quant or "gguf",
+        mode="in-process",
+        tool_format=backend.tool_format,
+    )
+
+
+def served_models(base_url: str, *, headers: Mapping[str, str] | None = None, timeout_s: float = 5.0) -> list[str]:
+    """The model ids ``GET {base_url}/models`` lists.
+
+    Raises:
+        ConfigError: the upstream does not answer or lists no model.
+    """
+    try:
+        response = httpx2.get(f"{base_url}/models", headers=dict(headers or {}), timeout=timeout_s)
+        response.raise_for_status()
+        data = response.json().get("data") or []
+        ids = [str(m["id"]) for m in data if isinstance(m, Mapping) and m.get("id")]
+    except (httpx2.HTTPError, ValueError, AttributeError, KeyError) as exc:
+        raise ConfigError(
+            f"cannot list the models of {base_url} ({type(exc).__name__}); start the upstream first, or name its "
+            "model with --served-model"
+        ) from exc
+    if not ids:
+        raise ConfigError(f"{base_url}/models lists no model; name it with --served-model")
+    return ids
+
+
+def build_upstream(
+    *,
+    profile: str | None = None,
+    base_url: str | None = None,
+    dialect: str | None = None,
+    model: str | None = None,
+    parse: ParseMode | None = None,
+    served_model: str | None = None,
+    upstream_key_env: str | None = None,
+    quant: str | None = None,
+    timeout_s: float | None = None,
+) -> Upstream:
+    """The upstream the command line names: a profile, a URL with its dialect, or an in-process model.
+
+    With none of them, the default profile (in-process llama.cpp on the default model).
+
+    Raises:
+        ConfigError: more than one upstream named, a URL without its dialect, or the upstream's settings are
+            wrong (the message names the fix).
+    """
+    named = [x for x in (profile, base_url, model) if x]
+    if len(named) > 1:
+        raise ConfigError("name one upstream: --profile, --base-url with --dialect, or --model NAME@QUANT")
+    if base_url is None and dialect is not None:
+        raise ConfigError("--dialect goes with --base-url")
+    if model:
+        return in_process(model)
+    if base_url:
+        if dialect is None:
+            raise ConfigError("--base-url needs --dialect (vllm, llama-server or openrouter)")
+        url = base_url.rstrip("/")
+        if served_model is None:
+            key = os.environ.get(upstream_key_env or "", "")
+            served_model = served_models(url, headers={"Authorization": f"Bearer {key}"} if key else None)[0]
+        settings: dict[str, Any] = {}
+        if timeout_s is not None:
+            settings["timeout_s"] = timeout_s
+        backend = OpenAICompatBackend(
+            base_url=url,
+            model=served_model,
+            dialect=dialect,  # type: ignore[arg-type]  # checked by the backend, with a clear error
+            parse=parse or DEFAULT_PARSE.get(dialect, "client"),
+            api_key_env=upstream_key_env,
+            **settings,
+        )
+        return from_backend(backend, quant=quant)
+    from tooldispatch.profiles import DEFAULT_PROFILE, backend_from_profile, load_profile
+
+    prof = load_profile(profile or DEFAULT_PROFILE)
+    if prof.backend == "llamacpp":
+        if prof.model is None:
+            raise ConfigError(f"{prof.path}: a llamacpp profile needs 'model' (NAME@QUANT)")
+        return in_process(prof.model, **dict(prof.llamacpp))
+    overrides: dict[str, Any] = {}
+    if parse is not None:
+        overrides["parse"] = parse
+    if served_model is not None:
+        overrides["model"] = served_model
+    if upstream_key_env is not None:
+        overrides["api_key_env"] = upstream_key_env
+    if timeout_s is not None:
+        overrides["timeout_s"] = timeout_s
+    built = backend_from_profile(prof, **overrides)
+    assert isinstance(built, OpenAICompatBackend)
+    extra_headers = dict(prof.client.headers) if prof.client is not None else {}
+    return from_backend(built, model_spec=prof.model, quant=quant, headers=extra_headers)
