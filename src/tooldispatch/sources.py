@@ -22,7 +22,7 @@ from typing import Any
 
 from tooldispatch.dispatch.registry import Registry, ToolDef
 from tooldispatch.errors import ConfigError, RegistrationError
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 
 
 @dataclass(slots=True)
@@ -61,7 +61,7 @@ def load_sources(
     tools: Sequence[str] = (),
     mcp: Sequence[str | Path] = (),
     *,
-    store: Store,
+    store: StateStore,
     mcp_log_dir: str | Path | None = None,
 ) -> ToolSources:
     """Load every tool source and merge them into one registry.

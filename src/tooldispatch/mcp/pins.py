@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 
 PinState = Literal["approved", "pending", "denied"]
 
@@ -98,7 +98,7 @@ class Pins:
         store: the dispatcher's store.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
 
     def check(self, server: str, definition: Mapping[str, Any], now: float) -> Verdict:

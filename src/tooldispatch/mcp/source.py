@@ -32,7 +32,7 @@ from tooldispatch.mcp.connection import Connection
 from tooldispatch.mcp.convert import metadata
 from tooldispatch.mcp.pins import Pin, Pins, definition_hash, definition_of
 from tooldispatch.mcp.supervisor import Supervisor
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 
 _BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -77,7 +77,7 @@ class McpServers:
         self,
         servers: Sequence[ServerConfig],
         *,
-        store: Store,
+        store: StateStore,
         log_dir: str | Path | None = None,
         lazy: bool = True,
         backoff_base_s: float = 0.05,

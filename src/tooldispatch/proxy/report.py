@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tooldispatch.errors import ConfigError
 from tooldispatch.proxy.stats import BUCKETS, Rates, has_requests, rates
-from tooldispatch.store import Store
+from tooldispatch.store import open_store
 
 _COLORS = {
     "ok_strict": "#1b5e20",
@@ -28,7 +29,10 @@ def is_proxy_store(path: Path) -> bool:
                 return False
     except OSError:
         return False
-    store = Store(path)
+    try:
+        store = open_store(path, readonly=True)
+    except ConfigError:
+        return False
     try:
         return bool(store.fetchone("SELECT 1 FROM sqlite_master WHERE name = 'proxy_requests'")) and has_requests(store)
     finally:
@@ -92,7 +96,7 @@ def _chart(rows: Sequence[Rates], path: Path) -> Path:
 
 def write_proxy_report(store_path: Path, out_dir: Path) -> list[Path]:
     """Write ``proxy.md`` and ``proxy_buckets.png`` for the traffic counted in ``store_path``; return the files."""
-    store = Store(store_path)
+    store = open_store(store_path, readonly=True)
     try:
         rows = rates(store)
     finally:

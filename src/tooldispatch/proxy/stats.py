@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tooldispatch.store import Store
+from tooldispatch.store import StateStore
 from tooldispatch.types import ParseOutcome
 
 BUCKETS: Final = ("ok_strict", "ok_fallback", "repaired", "InvalidJson", "UnknownName", "SchemaMismatch", "Truncated")
@@ -119,7 +119,7 @@ class Recorder:
     (and ``stop`` flushes what is left), so the store is never written from a request's own path.
     """
 
-    def __init__(self, store: Store, *, interval_s: float = 0.25) -> None:
+    def __init__(self, store: StateStore, *, interval_s: float = 0.25) -> None:
         """Count into ``store``."""
         self.store = store
         self.interval_s = interval_s
@@ -200,7 +200,7 @@ class Rates:
         return sum(self.buckets.get(b, 0) for b in buckets) / total if total else None
 
 
-def rates(store: Store) -> list[Rates]:
+def rates(store: StateStore) -> list[Rates]:
     """The parse-repair rates of every model and quantization in the store, busiest first."""
     sums = ", ".join(f"SUM({c})" for c in _COLUMNS)
     rows = store.fetchall(
@@ -236,7 +236,7 @@ def rates(store: Store) -> list[Rates]:
     return out
 
 
-def has_requests(store: Store) -> bool:
+def has_requests(store: StateStore) -> bool:
     """Whether the store holds any counted request."""
     return store.fetchone("SELECT 1 FROM proxy_requests LIMIT 1") is not None
 
