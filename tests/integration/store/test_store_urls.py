@@ -36,6 +36,15 @@ def test_unserved_url_is_refused_and_creates_nothing(tmp_path: Path, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
+def test_sqlite_url_names_the_fix() -> None:
+    """A sqlite:// URL is refused with what to pass instead."""
+    with pytest.raises(ConfigError) as caught:
+        open_store("sqlite:///var/lib/state.db")
+    assert str(caught.value) == (
+        "the store 'sqlite:///var/lib/state.db' is a SQLite URL; pass the file's path itself (e.g. state.db)"
+    )
+
+
 def test_paths_open_sqlite() -> None:
     """A plain path or ``:memory:`` opens the SQLite store."""
     store = open_store(":memory:")
