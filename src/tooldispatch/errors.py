@@ -10,6 +10,7 @@
     │   ├── BackendUnavailable        connection refused, dead server, engine failed to load
     │   ├── RateLimited               429 / quota; ``retry_after`` in seconds when the server said
     │   └── ProviderError             the engine answered with an error (4xx/5xx, error inside a 200 stream)
+    ├── StoreUnavailable              the state store's server failed mid-run (lost connection); retry when it is back
     ├── ModelOutputError              the model's output cannot be used (no valid call where one was needed)
     └── ToolError                     a tool failed; becomes a model-visible result unless asked to raise
         └── ToolTimeout               a tool ran past its own budget
@@ -72,6 +73,13 @@ class RateLimited(BackendError):
 
 class ProviderError(BackendError):
     """The engine answered with an error (including errors inside an HTTP 200 stream)."""
+
+
+class StoreUnavailable(TooldispatchError):
+    """The state store's database server failed while in use (lost connection, shut down); nothing half-written.
+
+    A store that cannot be opened at all is a ``ConfigError`` naming the fix; this is the server going away later.
+    """
 
 
 class ModelOutputError(TooldispatchError):

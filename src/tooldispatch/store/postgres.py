@@ -36,7 +36,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import ConfigError, StoreUnavailable
 from tooldispatch.store.base import Dialect, Params, SchemaReport
 from tooldispatch.store.migrations import MIGRATIONS, plan, refuse_newer
 from tooldispatch.store.sqlite import split_sql
@@ -185,9 +185,18 @@ class PostgresStore:
             with self._pools[durable].connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise ConfigError(
+            raise StoreUnavailable(
                 f"no connection to the PostgreSQL store {self.target} came free or could be made; check that the "
                 "server is running, or give this process a larger pool"
+            ) from None
+        except psycopg.OperationalError as exc:
+            # the pool drops the broken connection; the others are checked now, so the next statement gets a
+            # working one (or the same error at once, while the server is down)
+            for pool in self._pools.values():
+                pool.check()
+            reason = _last_reason(str(exc).replace(self._password, "***") if self._password else str(exc))
+            raise StoreUnavailable(
+                f"the PostgreSQL store {self.target} failed: {reason}; check that the server is running, then retry"
             ) from None
 
     @contextmanager
