@@ -113,6 +113,7 @@ def test_fleet_sigkill_mid_call_never_duplicates(pg_url: str, tmp_path: Path) ->
         ("awaiting_approval", "awaiting_approval"),
     }, outcomes
     assert outcomes[("ok", "idempotent_replay")] > 0 and outcomes[("rejected", "quota_exceeded")] > 0
+    assert outcomes[("rejected", "idempotency_conflict")] > 0  # calls the killed workers left in flight
     assert kills == KILLS
 
 
