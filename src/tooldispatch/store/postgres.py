@@ -26,6 +26,7 @@ scrubbed of the password before it becomes an error.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ from tooldispatch.store.sqlite import split_sql
 from tooldispatch.store.url import redact
 
 _MIGRATION_LOCK = 0x7464_6D67  # "tdmg": the advisory lock key taken while migrating
+_SCHEME = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9]+)?://", re.IGNORECASE)  # postgres://, postgresql+psycopg://
 
 
 class PostgresStore:
@@ -78,7 +80,7 @@ class PostgresStore:
         self.closed = False
         self._local = threading.local()
         try:
-            params: dict[str, Any] = conninfo_to_dict(url.replace("postgres://", "postgresql://", 1))
+            params: dict[str, Any] = conninfo_to_dict(_SCHEME.sub("postgresql://", url, count=1))
         except psycopg.ProgrammingError:
             raise ConfigError(f"the store URL {self.target} cannot be read; check its form") from None
         self._password = str(params.get("password") or "")

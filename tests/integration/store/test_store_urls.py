@@ -149,3 +149,12 @@ def test_a_lost_connection_is_one_error_and_the_next_call_reconnects(pg_server: 
     assert pg_server.password not in message and "\n" not in message
     assert store.fetchone("SELECT 2") == (2,)
     store.close()
+
+
+def test_url_scheme_spellings_open_the_same_store(pg_url: str) -> None:
+    """postgres://, postgresql:// and postgresql+psycopg:// name the same PostgreSQL store."""
+    rest = pg_url.split("://", 1)[1]
+    for scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        store = open_store(f"{scheme}://{rest}")
+        assert store.dialect == "postgresql" and store.check().ok
+        store.close()
