@@ -45,7 +45,12 @@ def _run_as() -> list[str] | None:
     except KeyError:
         return None
     runuser = shutil.which("runuser")
-    return [runuser, "-u", "postgres", "--"] if runuser else None
+    if runuser:
+        return [runuser, "-u", "postgres", "--"]
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--reuid=postgres", "--regid=postgres", "--init-groups", "--"]
+    return None
 
 
 def unavailable() -> str | None:
@@ -58,7 +63,10 @@ def unavailable() -> str | None:
     if bindir() is None:
         return "the PostgreSQL server binaries (initdb, pg_ctl) are not installed: apt-get install -y postgresql"
     if _run_as() is None:
-        return "running as root with no 'postgres' user and no runuser to start the server as (initdb refuses root)"
+        return (
+            "running as root with no 'postgres' user, or neither runuser nor setpriv to start the server as that "
+            "user (initdb refuses root)"
+        )
     return None
 
 

@@ -11,6 +11,7 @@
     │   ├── RateLimited               429 / quota; ``retry_after`` in seconds when the server said
     │   └── ProviderError             the engine answered with an error (4xx/5xx, error inside a 200 stream)
     │       └── ContextWindowExceeded the prompt plus the turn's completion budget does not fit the window
+    ├── StoreUnavailable              the state store's server failed mid-run (lost connection); retry when it is back
     ├── ModelOutputError              the model's output cannot be used (no valid call where one was needed)
     └── ToolError                     a tool failed; becomes a model-visible result unless asked to raise
         └── ToolTimeout               a tool ran past its own budget
@@ -89,6 +90,12 @@ class ContextWindowExceeded(ProviderError):
         self.prompt_tokens = prompt_tokens
         self.n_ctx = n_ctx
         self.reserve = reserve
+
+class StoreUnavailable(TooldispatchError):
+    """The state store's database server failed while in use (lost connection, shut down); nothing half-written.
+
+    A store that cannot be opened at all is a ``ConfigError`` naming the fix; this is the server going away later.
+    """
 
 
 class ModelOutputError(TooldispatchError):

@@ -142,13 +142,11 @@ class IdempotencyStore:
         same key at once exactly one gets it, on SQLite and on PostgreSQL alike.
         """
         while True:
-            with self._store.transaction() as conn:
-                claimed = conn.execute(_CLAIM, (key, session_id, tool, fp, trace_id, now, now + ttl_s, now)).fetchone()
-                if claimed is not None:
-                    return None
-                row = conn.execute(_SELECT, (key,)).fetchone()
-                if row is not None:
-                    return Record(*row)
+            if self._store.fetchall(_CLAIM, (key, session_id, tool, fp, trace_id, now, now + ttl_s, now)):
+                return None
+            row = self._store.fetchone(_SELECT, (key,))
+            if row is not None:
+                return Record(*row)
             # the record was released between the two statements: claim again
 
     def extend(self, key: str, expires_at: float) -> None:

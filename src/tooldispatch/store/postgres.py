@@ -26,6 +26,7 @@ scrubbed of the password before it becomes an error.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,13 +37,14 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import ConfigError, StoreUnavailable
 from tooldispatch.store.base import Dialect, Params, SchemaReport
 from tooldispatch.store.migrations import MIGRATIONS, plan, refuse_newer
 from tooldispatch.store.sqlite import split_sql
 from tooldispatch.store.url import redact
 
 _MIGRATION_LOCK = 0x7464_6D67  # "tdmg": the advisory lock key taken while migrating
+_SCHEME = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9]+)?://", re.IGNORECASE)  # postgres://, postgresql+psycopg://
 
 
 class PostgresStore:
@@ -78,7 +80,7 @@ class PostgresStore:
         self.closed = False
         self._local = threading.local()
         try:
-            params: dict[str, Any] = conninfo_to_dict(url.replace("postgres://", "postgresql://", 1))
+            params: dict[str, Any] = conninfo_to_dict(_SCHEME.sub("postgresql://", url, count=1))
         except psycopg.ProgrammingError:
             raise ConfigError(f"the store URL {self.target} cannot be read; check its form") from None
         self._password = str(params.get("password") or "")
@@ -185,9 +187,18 @@ class PostgresStore:
             with self._pools[durable].connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise ConfigError(
+            raise StoreUnavailable(
                 f"no connection to the PostgreSQL store {self.target} came free or could be made; check that the "
                 "server is running, or give this process a larger pool"
+            ) from None
+        except psycopg.OperationalError as exc:
+            # the pool drops the broken connection; the others are checked now, so the next statement gets a
+            # working one (or the same error at once, while the server is down)
+            for pool in self._pools.values():
+                pool.check()
+            reason = _last_reason(str(exc).replace(self._password, "***") if self._password else str(exc))
+            raise StoreUnavailable(
+                f"the PostgreSQL store {self.target} failed: {reason}; check that the server is running, then retry"
             ) from None
 
     @contextmanager

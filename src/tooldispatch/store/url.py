@@ -73,7 +73,9 @@ def open_store(target: str | Path | StateStore, *, readonly: bool = False, valid
                 f"the store {redact(text)} needs the PostgreSQL driver: pip install 'tooldispatch[postgres]'"
             ) from exc
         return PostgresStore(text, readonly=readonly, validate=validate)
-    if _URL.match(text) or text.lower().startswith(("sqlite:", "mysql:", "mariadb:")):
+    if text.lower().startswith("sqlite:"):
+        raise ConfigError(f"the store {text!r} is a SQLite URL; pass the file's path itself (e.g. state.db)")
+    if _URL.match(text) or text.lower().startswith(("mysql:", "mariadb:")):
         scheme = text.split(":", 1)[0]
         raise ConfigError(
             f"the store {redact(text)} uses {scheme!r}, which tooldispatch does not serve; pass a SQLite file "

@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _fleet import DRIVERS, EFFECTS_DDL, QUOTA, calls_at, work
+from _fleet import DRIVERS, EFFECTS_DDL, QUOTA, _Tools, calls_at, registry, work
 
-from tooldispatch.dispatch import Dispatcher
+from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.store import open_store
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def test_fleet_sigkill_mid_call_never_duplicates(pg_url: str, tmp_path: Path) ->
     )
     with psycopg.connect(pg_url, autocommit=True) as conn:
         before = conn.execute("SELECT COUNT(*) FROM effects").fetchone()
-    with Dispatcher(_checker_registry(), store=pg_url) as last:
+    with Dispatcher(_checker_registry(pg_url), store=pg_url) as last:
         outcomes = Counter(
             (r.status, r.reason)
             for n in steps
@@ -113,10 +113,10 @@ def test_fleet_sigkill_mid_call_never_duplicates(pg_url: str, tmp_path: Path) ->
         ("awaiting_approval", "awaiting_approval"),
     }, outcomes
     assert outcomes[("ok", "idempotent_replay")] > 0 and outcomes[("rejected", "quota_exceeded")] > 0
+    assert outcomes[("rejected", "idempotency_conflict")] > 0  # calls the killed workers left in flight
     assert kills == KILLS
 
 
-def _checker_registry() -> object:
-    from _fleet import _Tools, registry
-
-    return registry(_Tools("", "checker", None, random.Random(0)))
+def _checker_registry(url: str) -> Registry:
+    """The fleet's tools for the last worker: any call it runs again would show as a second effect."""
+    return registry(_Tools(url, "checker", None, random.Random(0)))

@@ -36,6 +36,15 @@ def test_unserved_url_is_refused_and_creates_nothing(tmp_path: Path, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
+def test_sqlite_url_names_the_fix() -> None:
+    """A sqlite:// URL is refused with what to pass instead."""
+    with pytest.raises(ConfigError) as caught:
+        open_store("sqlite:///var/lib/state.db")
+    assert str(caught.value) == (
+        "the store 'sqlite:///var/lib/state.db' is a SQLite URL; pass the file's path itself (e.g. state.db)"
+    )
+
+
 def test_paths_open_sqlite() -> None:
     """A plain path or ``:memory:`` opens the SQLite store."""
     store = open_store(":memory:")
@@ -119,3 +128,33 @@ def test_read_only_open_refuses_a_foreign_database(pg_server: pg_server.Server) 
 
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,)
+
+
+def test_a_lost_connection_is_one_error_and_the_next_call_reconnects(pg_server: pg_server.Server, pg_url: str) -> None:
+    """The server ending the store's sessions gives StoreUnavailable, without the password; the store then recovers."""
+    import psycopg
+
+    from tooldispatch.errors import StoreUnavailable
+
+    store = open_store(pg_url)
+    assert store.fetchone("SELECT 1") == (1,)
+    dbname = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.url("postgres"), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+    with pytest.raises(StoreUnavailable) as caught:
+        store.fetchone("SELECT 1")
+    message = str(caught.value)
+    assert message.startswith(f"the PostgreSQL store {redact(pg_url)} failed: ")
+    assert message.endswith("; check that the server is running, then retry")
+    assert pg_server.password not in message and "\n" not in message
+    assert store.fetchone("SELECT 2") == (2,)
+    store.close()
+
+
+def test_url_scheme_spellings_open_the_same_store(pg_url: str) -> None:
+    """postgres://, postgresql:// and postgresql+psycopg:// name the same PostgreSQL store."""
+    rest = pg_url.split("://", 1)[1]
+    for scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        store = open_store(f"{scheme}://{rest}")
+        assert store.dialect == "postgresql" and store.check().ok
+        store.close()
