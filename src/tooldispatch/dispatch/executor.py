@@ -302,6 +302,11 @@ class WorkerThreads:
         """The most threads of this pool."""
         return self._max
 
+    @property
+    def threads(self) -> int:
+        """The threads this pool has now."""
+        return self._threads
+
     def submit(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -497,11 +502,15 @@ class Executor:
     def _no_capacity(self, tool: ToolDef, pool: WorkerThreads) -> Attempt:
         hung = pool.abandoned
         still = f" ({hung} of its calls are still running after their timeout)" if hung else ""
-        error = NoCapacity(
-            f"{tool.name} did not start: all {pool.size} of its workers were busy for "
-            f"{self.capacity_wait_s(tool):g} s{still}; it was not run"
-        )
-        return Attempt(error=error)
+        wait = f"{self.capacity_wait_s(tool):g} s"
+        if pool.threads >= pool.size:
+            why = f"all {pool.size} of its workers were busy for {wait}{still}"
+        else:
+            why = (
+                f"no worker was free for {wait}: the dispatcher's {self._budget.limit} worker threads are all in "
+                f"use{still}"
+            )
+        return Attempt(error=NoCapacity(f"{tool.name} did not start: {why}; it was not run"))
 
     async def run(self, tool: ToolDef, args: dict[str, Any], *, exclusive: bool = False) -> Attempt:
         """Invoke ``tool`` once with ``args`` under ``tool.timeout_s``; never raises for tool failures.
