@@ -242,8 +242,9 @@ class _Handoff:
         self.outcome = (ok, value)
         self._done.release()
 
-    def wait(self, check: Callable[[], _Verdict]) -> Outcome | _Verdict:
-        """The outcome, or the verdict of ``check`` (asked whenever the time it gave passes) that gave up."""
+    def wait(self, pool: WorkerThreads, job: _Job, wait_s: float, timeout_s: float) -> Outcome | _Verdict:
+        """The outcome, or the verdict of ``pool`` on ``job`` (asked whenever the time it gave passes) that
+        gave up."""
         done = self._done
         if _yield_cpu is not None:
             spin_until = _now() + SPIN_S
@@ -253,7 +254,7 @@ class _Handoff:
                     return self.outcome
                 _yield_cpu()
         while True:
-            verdict = check()
+            verdict = pool.check(job, wait_s, timeout_s)
             if verdict.kind != "wait":
                 # The outcome may have come between the last wait and the verdict; the verdict stands, as the
                 # pool already recorded it (the call was cancelled before starting, or abandoned).
@@ -302,6 +303,11 @@ class WorkerThreads:
         """The most threads of this pool."""
         return self._max
 
+    @property
+    def threads(self) -> int:
+        """The threads this pool has now."""
+        return self._threads
+
     def submit(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -322,7 +328,7 @@ class WorkerThreads:
         def on_check() -> None:
             if future.done():
                 return
-            verdict = self._check(job, wait_s, timeout_s)
+            verdict = self.check(job, wait_s, timeout_s)
             if verdict.kind == "wait":
                 loop.call_at(loop.time() + max(verdict.until - _now(), 0.0), on_check)
             elif verdict.kind == "no_capacity":
@@ -352,9 +358,9 @@ class WorkerThreads:
         handoff = _Handoff()
         job = _Job(handoff.settle, fn, args, kwargs)
         self._start(job)
-        return handoff.wait(lambda: self._check(job, wait_s, timeout_s)), job
+        return handoff.wait(self, job, wait_s, timeout_s), job
 
-    def _check(self, job: _Job, wait_s: float, timeout_s: float | None) -> _Verdict:
+    def check(self, job: _Job, wait_s: float, timeout_s: float | None) -> _Verdict:
         """Decide, under the lock, whether a waiter goes on waiting; cancels a job that waited too long to
         start, and counts a timed-out running one as abandoned."""
         now = _now()
@@ -497,11 +503,15 @@ class Executor:
     def _no_capacity(self, tool: ToolDef, pool: WorkerThreads) -> Attempt:
         hung = pool.abandoned
         still = f" ({hung} of its calls are still running after their timeout)" if hung else ""
-        error = NoCapacity(
-            f"{tool.name} did not start: all {pool.size} of its workers were busy for "
-            f"{self.capacity_wait_s(tool):g} s{still}; it was not run"
-        )
-        return Attempt(error=error)
+        wait = f"{self.capacity_wait_s(tool):g} s"
+        if pool.threads >= pool.size:
+            why = f"all {pool.size} of its workers were busy for {wait}{still}"
+        else:
+            why = (
+                f"no worker was free for {wait}: the dispatcher's {self._budget.limit} worker threads are all in "
+                f"use{still}"
+            )
+        return Attempt(error=NoCapacity(f"{tool.name} did not start: {why}; it was not run"))
 
     async def run(self, tool: ToolDef, args: dict[str, Any], *, exclusive: bool = False) -> Attempt:
         """Invoke ``tool`` once with ``args`` under ``tool.timeout_s``; never raises for tool failures.
@@ -524,8 +534,8 @@ class Executor:
             except Exception as exc:
                 return Attempt(error=exc, elapsed_s=self._monotonic() - start)
             return Attempt(value=value, elapsed_s=self._monotonic() - start)
-        pool = self._pool(tool)
-        wait_s = self.capacity_wait_s(tool)
+        pool = self._pools.get(tool.name) or self._pool(tool)
+        wait_s = tool.timeout_s if self._capacity_wait_s is None else self._capacity_wait_s
         if exclusive:
             outcome, job = pool.call(wait_s, tool.timeout_s, tool.fn, **args)
             if isinstance(outcome, _Verdict):

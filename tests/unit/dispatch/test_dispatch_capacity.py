@@ -60,17 +60,16 @@ def test_fault12_hung_tool_cannot_starve_other_tools(release: threading.Event) -
     tools still run (each tool has its own small pool); the hung tool's excess calls never start and say
     no_capacity, not possibly running; the abandoned threads are counted in the metrics."""
     effects: list[str] = []
-    with Dispatcher(_registry(release, effects), max_workers=16, capacity_wait_s=0.5) as d:
+    with Dispatcher(_registry(release, effects), max_workers=16) as d:
         hung = d.dispatch_many([("hang", {"n": i}) for i in range(16)], session_id="s")
         outcomes = sorted((r.reason, r.trace.possibly_running) for r in hung)
         assert outcomes == [("no_capacity", False)] * 8 + [("timeout", True)] * 8
         refused = next(r for r in hung if r.reason == "no_capacity")
         envelope = json.loads(refused.content)
         assert (envelope["recoverable"], envelope["attempts"]) == (True, 1)
-        assert envelope["message"] == (
-            "hang did not start: all 8 of its workers were busy for 0.5 s (8 of its calls are still running "
-            "after their timeout); it was not run"
-        )
+        # How many of the 8 had been given up when the wait ended depends on which deadline came first.
+        assert envelope["message"].startswith("hang did not start: all 8 of its workers were busy for 0.2 s")
+        assert envelope["message"].endswith("; it was not run")
         fast = d.dispatch("fast", {"n": 1}, session_id="s")
         write = d.dispatch("write", {"n": 1}, session_id="s")
         assert (fast.status, fast.value, write.status, effects) == ("ok", {"n": 1}, "ok", ["write 1"])
@@ -80,20 +79,20 @@ def test_fault12_hung_tool_cannot_starve_other_tools(release: threading.Event) -
 
 
 def test_fault12_side_effecting_call_that_never_started_is_not_possibly_run(release: threading.Event) -> None:
-    """Fault 12: a side-effecting call that found its tool's pool full of hung calls never ran: it is recorded as
+    """Fault 12: with max_workers=8, a side-effecting call made while 8 calls hang never runs: it is recorded as
     no_capacity (not possibly run), nothing is kept under its key, and the same call runs once capacity is back."""
     effects: list[str] = []
-    with Dispatcher(_registry(release, effects), max_workers=16, tool_workers=2) as d:
-        first = [d.dispatch("hang_write", {"n": i}, session_id="s") for i in range(2)]
-        assert [(r.reason, r.trace.possibly_running) for r in first] == [("timeout", True)] * 2
-        starved = d.dispatch("hang_write", {"n": 2}, session_id="s")
+    with Dispatcher(_registry(release, effects), max_workers=8) as d:
+        first = [d.dispatch("hang_write", {"n": i}, session_id="s") for i in range(8)]
+        assert [(r.reason, r.trace.possibly_running) for r in first] == [("timeout", True)] * 8
+        starved = d.dispatch("hang_write", {"n": 8}, session_id="s")
         assert (starved.status, starved.reason, starved.trace.possibly_running) == ("error", "no_capacity", False)
-        assert effects == ["hang_write 0", "hang_write 1"]
+        assert effects == [f"hang_write {i}" for i in range(8)]
         release.set()
         _wait_until(lambda: d.metrics().extra["abandoned_threads"] == {})
-        again = d.dispatch("hang_write", {"n": 2}, session_id="s")
-        assert (again.status, again.reason, again.value) == ("ok", None, {"n": 2})
-        assert effects == ["hang_write 0", "hang_write 1", "hang_write 2"]
+        again = d.dispatch("hang_write", {"n": 8}, session_id="s")
+        assert (again.status, again.reason, again.value) == ("ok", None, {"n": 8})
+        assert effects == [f"hang_write {i}" for i in range(9)]
 
 
 def test_fault12_many_hanging_calls_keep_the_thread_count_bounded(release: threading.Event) -> None:
@@ -108,8 +107,8 @@ def test_fault12_many_hanging_calls_keep_the_thread_count_bounded(release: threa
 
 
 def test_fault12_wait_for_a_worker_is_not_run_time(release: threading.Event) -> None:
-    """Fault 12: a call that waits for its tool's only worker, then runs within its timeout, succeeds; its tool
-    latency counts from its invocation."""
+    """Fault 12: with one worker, a call that waits 0.3 s for it, then runs 0.3 s of its 0.5 s timeout, succeeds;
+    its tool latency counts from its invocation."""
     gate = threading.Event()
     reg = Registry()
 
@@ -118,7 +117,7 @@ def test_fault12_wait_for_a_worker_is_not_run_time(release: threading.Event) -> 
         return {"n": n}
 
     reg.register("slow", slow, read_only=True, concurrency_safe=True, timeout_s=0.5, max_attempts=1)
-    with Dispatcher(reg, tool_workers=1) as d:
+    with Dispatcher(reg, max_workers=1) as d:
         results = d.dispatch_many([("slow", {"n": 0}), ("slow", {"n": 1})], session_id="s")
         assert [(r.status, r.value) for r in results] == [("ok", {"n": 0}), ("ok", {"n": 1})]
         assert results[1].trace.latencies["tool"] < results[1].trace.latencies["total"] - 0.2

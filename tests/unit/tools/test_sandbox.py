@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,8 +225,8 @@ while True:
 """
 
 
-def test_fault3_directory_swapped_for_a_symlink_never_leaks(tmp_path: Path) -> None:
-    """Fault 3: while another process swaps a directory of the workspace for a symlink to outside it, 3,000 reads
+def test_directory_swapped_by_another_process_never_leaks(tmp_path: Path) -> None:
+    """While another process swaps a directory of the workspace for a symlink to outside it, 3,000 reads
     of a file under it return the inside file or a ToolError: never the outside file, never a raw OS error."""
     import subprocess
     import sys
@@ -257,3 +258,40 @@ def test_fault3_directory_swapped_for_a_symlink_never_leaks(tmp_path: Path) -> N
     assert "OUTSIDE" not in contents
     assert raw_errors == []
     assert set(contents) <= {"inside"}
+
+
+@pytest.mark.parametrize("at_open", [1, 2, 3])
+def test_fault3_directory_swapped_for_a_symlink_at_each_open_never_leaks(tmp_path: Path, at_open: int) -> None:
+    """Fault 3: a directory of the workspace swapped for a symlink to outside it just as the read makes its
+    1st, 2nd or 3rd os.open call (after any check) yields the inside file or a ToolError, never the outside file."""
+    import sys
+
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "secret.txt").write_text("inside", encoding="utf-8")
+    outside = tmp_path / "out"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("OUTSIDE", encoding="utf-8")
+    ws = Workspace(root)
+    opens = [0]
+
+    def swap_at_open(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is os.open:
+            opens[0] += 1
+            if opens[0] == at_open:
+                os.rename(root / "sub", root / "sub.real")
+                os.symlink(outside, root / "sub")
+
+    sys.setprofile(swap_at_open)
+    try:
+        try:
+            content: str | None = ws.read_file("sub/secret.txt")["content"]
+        except ToolError:
+            content = None
+    finally:
+        sys.setprofile(None)
+    assert opens[0] >= at_open
+    assert content in ("inside", None)
+    if content is None:  # the walk met the symlink: it leads outside
+        with pytest.raises(ToolError, match=r"^'sub/secret.txt' resolves outside the workspace"):
+            ws.read_file("sub/secret.txt")
