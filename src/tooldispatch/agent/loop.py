@@ -21,6 +21,7 @@ from typing import Any
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
+from tooldispatch.dispatch.refresh import STALE_REASON, refresher_call
 from tooldispatch.errors import BackendError, ConfigError, ContextWindowExceeded
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, StreamParser
@@ -125,6 +126,10 @@ class Agent:
         request_extra: engine-specific request fields passed through (``ChatRequest.extra``).
         early_dispatch: start read-only, concurrency-safe calls as soon as the stream completes them,
             before the turn ends (side-effecting calls always wait for the whole turn).
+        auto_refresh: when a call is refused as stale (``stale_state_must_refresh``) and the tool's refresher
+            is declared read-only and callable with the refused call's arguments, run the refresher and then
+            the call once more (``tooldispatch.dispatch.refresh``); both show in the turn's tool runs, the
+            refresh with trigger ``auto_refresh``.
         temperature: sampling temperature of every model turn (0: greedy).
         seed: sampling seed of every model turn (``None``: the engine's own).
     """
@@ -149,6 +154,7 @@ class Agent:
         observer: Observer | None = None,
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
+        auto_refresh: bool = False,
         temperature: float = 0.0,
         seed: int | None = 0,
     ) -> None:
@@ -174,6 +180,7 @@ class Agent:
         self.observer = observer
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
         self.early_dispatch = early_dispatch
+        self.auto_refresh = auto_refresh
         self.temperature = temperature
         self.seed = seed
         self._tool_map = {t.name: t for t in self.tools}
@@ -281,10 +288,39 @@ class Agent:
         runs: list[ToolRun] = []
         for call, result in zip(calls, results, strict=True):
             assert result is not None
+            if self.auto_refresh and result.reason == STALE_REASON:
+                result = await self._refresh_and_retry(index, call, result, runs)
             run = ToolRun(call=call, result=result, tool_s=float(result.trace.latencies.get("total", 0.0)))
             self._emit(CallDispatched(index, run))
             runs.append(run)
         return tuple(runs)
+
+    async def _refresh_and_retry(
+        self, index: int, call: ToolCall, refused: DispatchResult, runs: list[ToolRun]
+    ) -> DispatchResult:
+        """Run the refused call's read-only refresher (recorded in ``runs``), then the call once more."""
+        plan = refresher_call(self.dispatcher.registry, call.name, call.arguments)
+        if plan is None:
+            return refused
+        name, args = plan
+        refresh = await self.dispatcher.adispatch(name, args, session_id=self.session_id, trigger="auto_refresh")
+        run = ToolRun(
+            call=ToolCall(name, args, flags=frozenset({"auto_refresh"})),
+            result=refresh,
+            tool_s=float(refresh.trace.latencies.get("total", 0.0)),
+        )
+        self._emit(CallDispatched(index, run))
+        runs.append(run)
+        if not refresh.ok:
+            return refused
+        return await self.dispatcher.adispatch(
+            call.name,
+            call.arguments,
+            session_id=self.session_id,
+            trigger=f"model_turn:{index}:after_refresh",
+            call_id=call.id,
+            repairs=call.repairs,
+        )
 
     async def arun(self, task: str) -> AgentRun:
         """Run ``task`` to an end: a final answer, or the first budget reached."""
@@ -338,6 +374,8 @@ class Agent:
                 messages.append(_assistant_message(completion, outcome.calls))
                 runs = await self._dispatch(index, outcome.calls, completion)
                 for tool_run in runs:
+                    if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
+                        continue
                     messages.append(
                         {
                             "role": "tool",
