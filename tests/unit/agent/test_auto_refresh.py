@@ -25,7 +25,9 @@ def _run(auto_refresh: bool) -> tuple[DemoWorld, list[tuple[str, str, str | None
         auto_refresh=auto_refresh,
     )
     run = agent.run("assign")
-    runs = [(r.call.name, r.result.status, r.result.reason) for r in run.turns[0].tool_runs]
+    runs: list[tuple[str, str, str | None]] = [
+        (r.call.name, r.result.status, r.result.reason) for r in run.turns[0].tool_runs
+    ]
     tool_messages = [m["name"] for m in run.messages if m["role"] == "tool"]
     return world, runs, tool_messages
 
