@@ -91,11 +91,15 @@ def _assistant_message(completion: Completion, calls: Sequence[ToolCall]) -> dic
     return message
 
 
-def _feedback(outcome: ParseOutcome) -> str:
+def _feedback(outcome: ParseOutcome, previous: ParseOutcome | None = None) -> str:
     lines = ["Your tool call could not be used:"]
+    before = {(c.name, repr(c.arguments)) for c in previous.rejected} if previous is not None else set()
     for cand in outcome.rejected:
         name = f" {cand.name!r}" if cand.name else ""
         lines.append(f"- call{name} ({cand.bucket}): {cand.error or 'unusable'}")
+        if cand.name and (cand.name, repr(cand.arguments)) in before:
+            lines.append("  This is the same call you sent last turn, refused for the same reason: change it as the")
+            lines.append("  message says instead of sending it again.")
     lines.append("Reply with a corrected tool call, or answer in plain text if no tool is needed.")
     return "\n".join(lines)
 
@@ -388,7 +392,7 @@ class Agent:
                 continue
             await self._drain_early()
             if outcome.rejected:
-                feedback = _feedback(outcome)
+                feedback = _feedback(outcome, turns[-1].outcome if turns else None)
                 messages.append({"role": "assistant", "content": completion.content})
                 messages.append({"role": "user", "content": feedback})
                 turns.append(Turn(index, completion, outcome, feedback=feedback))

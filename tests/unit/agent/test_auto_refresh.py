@@ -77,3 +77,15 @@ def test_refresher_must_be_declared_read_only_and_callable() -> None:
 
 def _obj(properties: dict[str, object], required: list[str]) -> dict[str, object]:
     return {"type": "object", "properties": properties, "required": required}
+
+
+def test_a_call_identical_to_the_one_just_refused_is_pointed_out() -> None:
+    """The second identical unusable call gets feedback saying it repeats the last turn's refused call."""
+    bad = '<tool_call>{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order_id": "o-101", "x": 1}}'
+    backend = ScriptedBackend([ScriptedTurn(content=bad + "</tool_call>")] * 2 + [ScriptedTurn(content="Done.")])
+    run = Agent(
+        backend=backend, dispatcher=Dispatcher(build_registry(DemoWorld.seed())), budget=Budget(max_turns=3)
+    ).run("assign")
+    first, second = run.turns[0].feedback, run.turns[1].feedback
+    assert first is not None and "same call you sent last turn" not in first
+    assert second is not None and "This is the same call you sent last turn, refused for the same reason" in second
