@@ -62,10 +62,13 @@ for model in $MODELS; do
         else
             path="$("${tooldispatch[@]}" models pull "$spec" 2>/dev/null | tail -n 1)"
         fi
-        run "$server" -m "$path" --host 127.0.0.1 --port "$PORT" -ngl 999 -fa on -c 8192 -np 1 --jinja \
-            --no-webui --log-disable &
-        pid=$!
-        if [[ "$DRY_RUN" != 1 ]]; then
+        serve=("$server" -m "$path" --host 127.0.0.1 --port "$PORT" -ngl 999 -fa on -c 8192 -np 1 --jinja
+            --no-webui --log-disable)
+        if [[ "$DRY_RUN" == 1 ]]; then
+            run "${serve[@]}"
+        else
+            "${serve[@]}" &
+            pid=$!
             trap 'kill "$pid" 2>/dev/null || true' EXIT
             for _ in $(seq 1 180); do
                 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break

@@ -21,6 +21,7 @@ from typing import Any
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
+from tooldispatch.dispatch.refresh import STALE_REASON, refresher_call
 from tooldispatch.errors import BackendError, ConfigError, ContextWindowExceeded
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, StreamParser
@@ -97,11 +98,15 @@ def _loop_time(deadline: float | None) -> float | None:
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
-def _feedback(outcome: ParseOutcome) -> str:
+def _feedback(outcome: ParseOutcome, previous: ParseOutcome | None = None) -> str:
     lines = ["Your tool call could not be used:"]
+    before = {(c.name, repr(c.arguments)) for c in previous.rejected} if previous is not None else set()
     for cand in outcome.rejected:
         name = f" {cand.name!r}" if cand.name else ""
         lines.append(f"- call{name} ({cand.bucket}): {cand.error or 'unusable'}")
+        if cand.name and (cand.name, repr(cand.arguments)) in before:
+            lines.append("  This is the same call you sent last turn, refused for the same reason: change it as the")
+            lines.append("  message says instead of sending it again.")
     lines.append("Reply with a corrected tool call, or answer in plain text if no tool is needed.")
     return "\n".join(lines)
 
@@ -132,6 +137,10 @@ class Agent:
         request_extra: engine-specific request fields passed through (``ChatRequest.extra``).
         early_dispatch: start read-only, concurrency-safe calls as soon as the stream completes them,
             before the turn ends (side-effecting calls always wait for the whole turn).
+        auto_refresh: when a call is refused as stale (``stale_state_must_refresh``) and the tool's refresher
+            is declared read-only and callable with the refused call's arguments, run the refresher and then
+            the call once more (``tooldispatch.dispatch.refresh``); both show in the turn's tool runs, the
+            refresh with trigger ``auto_refresh``.
         temperature: sampling temperature of every model turn (0: greedy).
         seed: sampling seed of every model turn (``None``: the engine's own).
     """
@@ -156,6 +165,7 @@ class Agent:
         observer: Observer | None = None,
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
+        auto_refresh: bool = False,
         temperature: float = 0.0,
         seed: int | None = 0,
     ) -> None:
@@ -181,6 +191,7 @@ class Agent:
         self.observer = observer
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
         self.early_dispatch = early_dispatch
+        self.auto_refresh = auto_refresh
         self.temperature = temperature
         self.seed = seed
         self._tool_map = {t.name: t for t in self.tools}
@@ -307,6 +318,8 @@ class Agent:
         runs: list[ToolRun] = []
         for call, result in zip(calls, results, strict=True):
             assert result is not None
+            if self.auto_refresh and result.reason == STALE_REASON:
+                result = await self._refresh_and_retry(index, call, result, runs)
             run = ToolRun(call=call, result=result, tool_s=float(result.trace.latencies.get("total", 0.0)))
             self._emit(CallDispatched(index, run))
             runs.append(run)
@@ -320,6 +333,33 @@ class Agent:
             f"the run's wall-time budget ({self.budget.max_wall_s:g} s) ended before this call started; it was not run"
         )
         return lambda: message if time.monotonic() >= deadline else None
+
+    async def _refresh_and_retry(
+        self, index: int, call: ToolCall, refused: DispatchResult, runs: list[ToolRun]
+    ) -> DispatchResult:
+        """Run the refused call's read-only refresher (recorded in ``runs``), then the call once more."""
+        plan = refresher_call(self.dispatcher.registry, call.name, call.arguments)
+        if plan is None:
+            return refused
+        name, args = plan
+        refresh = await self.dispatcher.adispatch(name, args, session_id=self.session_id, trigger="auto_refresh")
+        run = ToolRun(
+            call=ToolCall(name, args, flags=frozenset({"auto_refresh"})),
+            result=refresh,
+            tool_s=float(refresh.trace.latencies.get("total", 0.0)),
+        )
+        self._emit(CallDispatched(index, run))
+        runs.append(run)
+        if not refresh.ok:
+            return refused
+        return await self.dispatcher.adispatch(
+            call.name,
+            call.arguments,
+            session_id=self.session_id,
+            trigger=f"model_turn:{index}:after_refresh",
+            call_id=call.id,
+            repairs=call.repairs,
+        )
 
     async def arun(self, task: str) -> AgentRun:
         """Run ``task`` to an end: a final answer, or the first budget reached.
@@ -390,6 +430,8 @@ class Agent:
                 messages.append(_assistant_message(completion, outcome.calls))
                 runs = await self._dispatch(index, outcome.calls, completion, deadline)
                 for tool_run in runs:
+                    if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
+                        continue
                     messages.append(
                         {
                             "role": "tool",
@@ -402,7 +444,7 @@ class Agent:
                 continue
             await self._drain_early()
             if outcome.rejected:
-                feedback = _feedback(outcome)
+                feedback = _feedback(outcome, turns[-1].outcome if turns else None)
                 messages.append({"role": "assistant", "content": completion.content})
                 messages.append({"role": "user", "content": feedback})
                 turns.append(Turn(index, completion, outcome, feedback=feedback))

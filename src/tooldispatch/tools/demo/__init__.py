@@ -16,13 +16,14 @@ Example::
 """
 
 from tooldispatch.tools.demo._registry import SCHEMAS, WORLD_ENV, build_registry, registry_from_env
-from tooldispatch.tools.demo._tasks import TASKS, DemoTask, demo_tasks
+from tooldispatch.tools.demo._tasks import SYSTEM_PROMPT, TASKS, DemoTask, demo_tasks
 from tooldispatch.tools.demo._world import DEFAULT_ZONES, ORDER_STATUSES, AuditEntry, DemoWorld
 
 __all__ = [
     "DEFAULT_ZONES",
     "ORDER_STATUSES",
     "SCHEMAS",
+    "SYSTEM_PROMPT",
     "TASKS",
     "WORLD_ENV",
     "AuditEntry",

@@ -24,7 +24,9 @@ _ORDER = {"type": "string", "description": "order id, e.g. 'o-101'"}
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "list_drivers": _obj({"zone": _ZONE}, ["zone"]),
-    "refresh_drivers": _obj({"zone": _ZONE}, ["zone"]),
+    "refresh_drivers": _obj(
+        {"zone": {"type": "string", "description": "zone name; omit it to refresh every zone"}}, []
+    ),
     "get_order": _obj({"order_id": _ORDER}, ["order_id"]),
     "list_orders": _obj(
         {"status": {"type": "string", "enum": list(ORDER_STATUSES), "description": "only orders with this status"}},

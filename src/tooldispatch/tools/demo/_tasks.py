@@ -98,6 +98,16 @@ def _check_fill_east(world: DemoWorld, answer: str) -> bool:
     )
 
 
+SYSTEM_PROMPT = (
+    "You are the dispatcher of a delivery company. Complete the user's task with the tools, one step at a "
+    "time, passing only the arguments a tool declares. Look things up before acting: an order tells you its "
+    "zone and its customer. When a tool returns an "
+    "error, read its message and suggestion and do what it says; never repeat a call that was just refused. "
+    "When every part of the task is done, reply with one short sentence and no tool call."
+)
+"""The system prompt of the demo and the suite: the world's rules of thumb, in the words a small model follows."""
+
+
 TASKS: tuple[DemoTask, ...] = (
     DemoTask(
         "assign-north",

@@ -246,16 +246,21 @@ class DemoWorld:
         """
         return {"zone": zone, "drivers": self._drivers_of(zone)}
 
-    def refresh_drivers(self, zone: str) -> dict[str, Any]:
-        """Fetch the live availability of a zone's drivers; required before assigning one.
+    def refresh_drivers(self, zone: str | None = None) -> dict[str, Any]:
+        """Fetch the live availability of drivers (one zone, or every zone); required before assigning one.
 
         Args:
-            zone: the zone name, e.g. "north".
+            zone: the zone name, e.g. "north"; omit it to refresh every zone.
 
         Returns:
-            The zone, its drivers and when they were observed.
+            The zone (``None`` for all), its drivers and when they were observed.
         """
-        return {"zone": zone, "drivers": self._drivers_of(zone), "observed_at": self._clock()}
+        if zone is not None:
+            return {"zone": zone, "drivers": self._drivers_of(zone), "observed_at": self._clock()}
+        with self._lock:
+            zones = [r[0] for r in self._conn.execute("SELECT DISTINCT zone FROM demo_drivers ORDER BY zone")]
+        drivers = [d for z in zones for d in self._drivers_of(z)]
+        return {"zone": None, "drivers": drivers, "observed_at": self._clock()}
 
     def get_order(self, order_id: str) -> dict[str, Any]:
         """Look up one order.
