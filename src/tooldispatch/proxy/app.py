@@ -87,6 +87,15 @@ class SseResponse:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def _internal(exc: Exception) -> ProxyError:
+    return ProxyError(
+        500,
+        f"the proxy failed ({type(exc).__name__}); the proxy's log has the traceback, please report it",
+        type="server_error",
+        code="internal_error",
+    )
+
+
 def _error(err: ProxyError) -> Response:
     return Response(dumps(err.body()), status_code=err.status, media_type="application/json", headers=err.headers)
 
@@ -188,6 +197,9 @@ class Proxy:
             return self._failed(err, proxied, stats, started)
         except TooldispatchError as exc:
             return self._failed(from_backend(exc), proxied, stats, started)
+        except Exception as exc:  # a defect of ours: answered in OpenAI's shape, logged with its traceback
+            _log.exception("the proxy failed on a request")
+            return self._failed(_internal(exc), proxied, stats, started)
         self._count(stats, started)
         return Response(dumps(answer), media_type="application/json")
 
@@ -225,8 +237,12 @@ class Proxy:
                             yield chunk
                 for chunk in turn.close():
                     yield chunk
-            except TooldispatchError as exc:
-                err = from_backend(exc)
+            except Exception as exc:
+                if isinstance(exc, TooldispatchError):
+                    err = from_backend(exc)
+                else:  # a defect of ours: the client still gets an error event, not a cut stream
+                    _log.exception("the proxy failed while streaming")
+                    err = _internal(exc)
                 stats.status, stats.error = err.status, err.code
                 yield err.sse()
                 yield b"data: [DONE]\n\n"
