@@ -99,6 +99,9 @@ class ProxyBench:
         proxy_cpu_ms: the proxy process's CPU time per non-streamed request (user + system, from /proc): what it
             costs regardless of how busy the machine is.
         proxy_cpu_stream_ms: the same per streamed request.
+        upstream_cpu_ms: the scripted upstream's CPU time per non-streamed request (it answers both paths, so
+            this is per request it served): one HTTP server's work, the yardstick for the proxy's two hops.
+        upstream_cpu_stream_ms: the same per streamed request.
         soak: the soak, when one ran.
     """
 
@@ -109,6 +112,8 @@ class ProxyBench:
     proxied_ttft_ms: list[float]
     proxy_cpu_ms: float = float("nan")
     proxy_cpu_stream_ms: float = float("nan")
+    upstream_cpu_ms: float = float("nan")
+    upstream_cpu_stream_ms: float = float("nan")
     soak: SoakResult | None = None
 
     @staticmethod
@@ -234,7 +239,9 @@ def check_stream(chunks: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str], None], pid: int) -> ProxyBench:
+def _measure(
+    direct: str, proxied: str, requests: int, progress: Callable[[str], None], pid: int, upstream_pid: int
+) -> ProxyBench:
     import httpx2
 
     bench = ProxyBench(requests, [], [], [], [])
@@ -244,7 +251,7 @@ def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str],
             for url in (direct, proxied):
                 http.post(f"{url}/chat/completions", json=BODY).raise_for_status()
         progress(f"{requests} non-streamed requests per path")
-        cpu = _cpu_s(pid)
+        cpu, up_cpu = _cpu_s(pid), _cpu_s(upstream_pid)
         for _ in range(requests):
             for url, sink in ((direct, bench.direct_ms), (proxied, bench.proxied_ms)):
                 started = time.perf_counter()
@@ -252,8 +259,9 @@ def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str],
                 sink.append((time.perf_counter() - started) * 1000)
                 response.raise_for_status()
         bench.proxy_cpu_ms = (_cpu_s(pid) - cpu) * 1000 / requests
+        bench.upstream_cpu_ms = (_cpu_s(upstream_pid) - up_cpu) * 1000 / (2 * requests)
         progress(f"{requests} streamed requests per path")
-        cpu = _cpu_s(pid)
+        cpu, up_cpu = _cpu_s(pid), _cpu_s(upstream_pid)
         for _ in range(requests):
             for url, sink in ((direct, bench.direct_ttft_ms), (proxied, bench.proxied_ttft_ms)):
                 started = time.perf_counter()
@@ -262,6 +270,7 @@ def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str],
                 if first is not None:
                     sink.append(first)
         bench.proxy_cpu_stream_ms = (_cpu_s(pid) - cpu) * 1000 / requests
+        bench.upstream_cpu_stream_ms = (_cpu_s(upstream_pid) - up_cpu) * 1000 / (2 * requests)
     return bench
 
 
@@ -330,10 +339,10 @@ def run_bench(
         ]  # fmt: skip
         say("starting the scripted upstream and the proxy")
         with (
-            _process(upstream_argv, f"{upstream_url}/models", "scripted upstream", folder / "upstream.log"),
+            _process(upstream_argv, f"{upstream_url}/models", "scripted upstream", folder / "upstream.log") as up,
             _process(proxy_argv, f"http://127.0.0.1:{proxy_port}/health", "proxy", folder / "proxy.log") as proxy,
         ):
-            bench = _measure(upstream_url, proxy_url, requests, say, proxy.pid)
+            bench = _measure(upstream_url, proxy_url, requests, say, proxy.pid, up.pid)
             if soak_s > 0 and streams > 0:
                 bench.soak = asyncio.run(_soak(proxy_url, proxy.pid, streams, soak_s, say))
     return bench
@@ -364,8 +373,9 @@ def print_report(bench: ProxyBench, console: Any) -> None:
     )
     console.print(table)
     console.print(
-        f"proxy process CPU time: {bench.proxy_cpu_ms:.3f} ms per non-streamed request, "
-        f"{bench.proxy_cpu_stream_ms:.3f} ms per streamed request (about 90 chunks)"
+        f"CPU time per request: proxy {bench.proxy_cpu_ms:.3f} ms non-streamed, {bench.proxy_cpu_stream_ms:.3f} ms "
+        f"streamed (about 90 chunks); the scripted upstream {bench.upstream_cpu_ms:.3f} ms and "
+        f"{bench.upstream_cpu_stream_ms:.3f} ms"
     )
     soak = bench.soak
     if soak is None:

@@ -10,6 +10,7 @@ The routes are also served without the ``/v1`` prefix, for clients configured wi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -213,17 +214,26 @@ class Proxy:
         return _error(err)
 
     async def _stream(self, request: ProxyRequest, stats: RequestStats, started: float) -> SseResponse:
-        """Start the upstream turn; errors before its first event are answered with their own status."""
+        """Start the upstream turn; errors before its first event are answered with their own status.
+
+        The request goes out first; the stream's parser is built while the upstream works on it.
+        """
         events = self.upstream.events(self.upstream.prepare(request), stream=True)
         iterator = events.__aiter__()
+        pending = asyncio.ensure_future(iterator.__anext__())
+        await asyncio.sleep(0)  # let the request go out before the parser is built
         try:
-            first: Event | None = await iterator.__anext__()
+            turn = SseTurn(request, self.upstream.model, stats, record=self.record)
+            first: Event | None = await pending
         except StopAsyncIteration:
             first = None
         except BaseException:
-            await events.aclose()  # type: ignore[attr-defined]
+            pending.cancel()
+            with anyio.CancelScope(shield=True):
+                with contextlib.suppress(BaseException):
+                    await pending
+                await events.aclose()  # type: ignore[attr-defined]
             raise
-        turn = SseTurn(request, self.upstream.model, stats, record=self.record)
 
         async def body() -> AsyncIterator[bytes]:
             try:
