@@ -388,6 +388,8 @@ def print_report(bench: ProxyBench, console: Any) -> None:
         f"{warm:.1f} MB after warm-up, {rss[-1] if rss else float('nan'):.1f} MB at the end, "
         f"{max(rss) if rss else float('nan'):.1f} MB at most"
     )
+    if rss:
+        console.print("  RSS every 5 s (MB): " + " ".join(f"{r:.1f}" for r in rss[::5]))
     for error in soak.errors:
         console.print(f"  {error}")
 
