@@ -318,7 +318,12 @@ async def _soak(proxied: str, pid: int, streams: int, seconds: float, progress: 
 
 
 def run_bench(
-    *, requests: int = 400, streams: int = 64, soak_s: float = 60.0, progress: Callable[[str], None] | None = None
+    *,
+    requests: int = 400,
+    streams: int = 64,
+    soak_s: float = 60.0,
+    loop: str = "auto",
+    progress: Callable[[str], None] | None = None,
 ) -> ProxyBench:
     """Start the upstream and the proxy, measure both paths side by side, then soak the proxy.
 
@@ -335,7 +340,7 @@ def run_bench(
         proxy_argv = [
             python, "-m", "tooldispatch", "proxy", "--base-url", upstream_url, "--dialect", "llama-server",
             "--served-model", "scripted", "--port", str(proxy_port), "--store", str(folder / "state.db"),
-            "--log-level", "warning",
+            "--log-level", "warning", "--loop", loop,
         ]  # fmt: skip
         say("starting the scripted upstream and the proxy")
         with (
