@@ -96,6 +96,12 @@ class ProxyBench:
         proxied_ms: the same through the proxy.
         direct_ttft_ms: time to the first text event, streamed directly.
         proxied_ttft_ms: the same through the proxy.
+        proxy_cpu_ms: the proxy process's CPU time per non-streamed request (user + system, from /proc): what it
+            costs regardless of how busy the machine is.
+        proxy_cpu_stream_ms: the same per streamed request.
+        upstream_cpu_ms: the scripted upstream's CPU time per non-streamed request (it answers both paths, so
+            this is per request it served): one HTTP server's work, the yardstick for the proxy's two hops.
+        upstream_cpu_stream_ms: the same per streamed request.
         soak: the soak, when one ran.
     """
 
@@ -104,6 +110,10 @@ class ProxyBench:
     proxied_ms: list[float]
     direct_ttft_ms: list[float]
     proxied_ttft_ms: list[float]
+    proxy_cpu_ms: float = float("nan")
+    proxy_cpu_stream_ms: float = float("nan")
+    upstream_cpu_ms: float = float("nan")
+    upstream_cpu_stream_ms: float = float("nan")
     soak: SoakResult | None = None
 
     @staticmethod
@@ -173,6 +183,15 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of a process so far (``nan`` where /proc is unavailable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def _first_text_ms(lines: Iterator[str], started: float) -> tuple[float | None, list[dict[str, Any]]]:
     """Read an SSE stream; the ms to the first event carrying text, and every chunk."""
     first: float | None = None
@@ -220,7 +239,9 @@ def check_stream(chunks: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str], None]) -> ProxyBench:
+def _measure(
+    direct: str, proxied: str, requests: int, progress: Callable[[str], None], pid: int, upstream_pid: int
+) -> ProxyBench:
     import httpx2
 
     bench = ProxyBench(requests, [], [], [], [])
@@ -230,13 +251,17 @@ def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str],
             for url in (direct, proxied):
                 http.post(f"{url}/chat/completions", json=BODY).raise_for_status()
         progress(f"{requests} non-streamed requests per path")
+        cpu, up_cpu = _cpu_s(pid), _cpu_s(upstream_pid)
         for _ in range(requests):
             for url, sink in ((direct, bench.direct_ms), (proxied, bench.proxied_ms)):
                 started = time.perf_counter()
                 response = http.post(f"{url}/chat/completions", json=BODY)
                 sink.append((time.perf_counter() - started) * 1000)
                 response.raise_for_status()
+        bench.proxy_cpu_ms = (_cpu_s(pid) - cpu) * 1000 / requests
+        bench.upstream_cpu_ms = (_cpu_s(upstream_pid) - up_cpu) * 1000 / (2 * requests)
         progress(f"{requests} streamed requests per path")
+        cpu, up_cpu = _cpu_s(pid), _cpu_s(upstream_pid)
         for _ in range(requests):
             for url, sink in ((direct, bench.direct_ttft_ms), (proxied, bench.proxied_ttft_ms)):
                 started = time.perf_counter()
@@ -244,6 +269,8 @@ def _measure(direct: str, proxied: str, requests: int, progress: Callable[[str],
                     first, _ = _first_text_ms(response.iter_lines(), started)
                 if first is not None:
                     sink.append(first)
+        bench.proxy_cpu_stream_ms = (_cpu_s(pid) - cpu) * 1000 / requests
+        bench.upstream_cpu_stream_ms = (_cpu_s(upstream_pid) - up_cpu) * 1000 / (2 * requests)
     return bench
 
 
@@ -291,7 +318,12 @@ async def _soak(proxied: str, pid: int, streams: int, seconds: float, progress: 
 
 
 def run_bench(
-    *, requests: int = 400, streams: int = 64, soak_s: float = 60.0, progress: Callable[[str], None] | None = None
+    *,
+    requests: int = 400,
+    streams: int = 64,
+    soak_s: float = 60.0,
+    loop: str = "auto",
+    progress: Callable[[str], None] | None = None,
 ) -> ProxyBench:
     """Start the upstream and the proxy, measure both paths side by side, then soak the proxy.
 
@@ -308,14 +340,14 @@ def run_bench(
         proxy_argv = [
             python, "-m", "tooldispatch", "proxy", "--base-url", upstream_url, "--dialect", "llama-server",
             "--served-model", "scripted", "--port", str(proxy_port), "--store", str(folder / "state.db"),
-            "--log-level", "warning",
+            "--log-level", "warning", "--loop", loop,
         ]  # fmt: skip
         say("starting the scripted upstream and the proxy")
         with (
-            _process(upstream_argv, f"{upstream_url}/models", "scripted upstream", folder / "upstream.log"),
+            _process(upstream_argv, f"{upstream_url}/models", "scripted upstream", folder / "upstream.log") as up,
             _process(proxy_argv, f"http://127.0.0.1:{proxy_port}/health", "proxy", folder / "proxy.log") as proxy,
         ):
-            bench = _measure(upstream_url, proxy_url, requests, say)
+            bench = _measure(upstream_url, proxy_url, requests, say, proxy.pid, up.pid)
             if soak_s > 0 and streams > 0:
                 bench.soak = asyncio.run(_soak(proxy_url, proxy.pid, streams, soak_s, say))
     return bench
@@ -345,6 +377,11 @@ def print_report(bench: ProxyBench, console: Any) -> None:
         "≤ 2 ms",
     )
     console.print(table)
+    console.print(
+        f"CPU time per request: proxy {bench.proxy_cpu_ms:.3f} ms non-streamed, {bench.proxy_cpu_stream_ms:.3f} ms "
+        f"streamed (about 90 chunks); the scripted upstream {bench.upstream_cpu_ms:.3f} ms and "
+        f"{bench.upstream_cpu_stream_ms:.3f} ms"
+    )
     soak = bench.soak
     if soak is None:
         return
@@ -356,6 +393,8 @@ def print_report(bench: ProxyBench, console: Any) -> None:
         f"{warm:.1f} MB after warm-up, {rss[-1] if rss else float('nan'):.1f} MB at the end, "
         f"{max(rss) if rss else float('nan'):.1f} MB at most"
     )
+    if rss:
+        console.print("  RSS every 5 s (MB): " + " ".join(f"{r:.1f}" for r in rss[::5]))
     for error in soak.errors:
         console.print(f"  {error}")
 

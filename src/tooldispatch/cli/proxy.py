@@ -90,6 +90,9 @@ def proxy(
         typer.Option("--no-key-on-network", help="Allow listening on a non-loopback address without --api-key-env."),
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
+    loop: Annotated[
+        str, typer.Option("--loop", help="Event loop: auto (uvloop when installed), asyncio or uvloop.")
+    ] = ("auto"),
 ) -> None:
     """Serve /v1/chat/completions, /v1/models and /health in front of an upstream.
 
@@ -105,6 +108,8 @@ def proxy(
 
     if parse not in (None, "server", "client"):
         raise _fail(ConfigError(f"--parse {parse!r}: use server or client"))
+    if loop not in ("auto", "asyncio", "uvloop"):
+        raise _fail(ConfigError(f"--loop {loop!r}: use auto, asyncio or uvloop"))
     key: str | None = None
     if api_key_env:
         key = os.environ.get(api_key_env, "")
@@ -140,7 +145,7 @@ def proxy(
         f"counting into {store}"
     )
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, loop=loop)
     finally:
         state.close()
 
@@ -199,6 +204,7 @@ def bench_proxy(
     requests: Annotated[int, typer.Option(help="Non-streamed and streamed requests per path.")] = 400,
     streams: Annotated[int, typer.Option(help="Concurrent streams of the soak.")] = 64,
     soak_s: Annotated[float, typer.Option("--soak-s", help="Seconds of the soak (0: none).")] = 60.0,
+    loop: Annotated[str, typer.Option("--loop", help="The proxy's event loop: auto, asyncio or uvloop.")] = "auto",
 ) -> None:
     """Added latency and time to first token of the proxy against the same scripted upstream called directly,
     side by side in one run; then concurrent streams through the proxy, checked for loss, corruption and memory."""
@@ -206,7 +212,7 @@ def bench_proxy(
 
     console = Console(soft_wrap=True)
     try:
-        report = run_bench(requests=requests, streams=streams, soak_s=soak_s, progress=console.log)
+        report = run_bench(requests=requests, streams=streams, soak_s=soak_s, loop=loop, progress=console.log)
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     print_report(report, console)

@@ -10,6 +10,7 @@ The routes are also served without the ``/v1`` prefix, for clients configured wi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -85,6 +86,15 @@ class SseResponse:
         if not disconnected:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _internal(exc: Exception) -> ProxyError:
+    return ProxyError(
+        500,
+        f"the proxy failed ({type(exc).__name__}); the proxy's log has the traceback, please report it",
+        type="server_error",
+        code="internal_error",
+    )
 
 
 def _error(err: ProxyError) -> Response:
@@ -188,6 +198,9 @@ class Proxy:
             return self._failed(err, proxied, stats, started)
         except TooldispatchError as exc:
             return self._failed(from_backend(exc), proxied, stats, started)
+        except Exception as exc:  # a defect of ours: answered in OpenAI's shape, logged with its traceback
+            _log.exception("the proxy failed on a request")
+            return self._failed(_internal(exc), proxied, stats, started)
         self._count(stats, started)
         return Response(dumps(answer), media_type="application/json")
 
@@ -201,17 +214,26 @@ class Proxy:
         return _error(err)
 
     async def _stream(self, request: ProxyRequest, stats: RequestStats, started: float) -> SseResponse:
-        """Start the upstream turn; errors before its first event are answered with their own status."""
+        """Start the upstream turn; errors before its first event are answered with their own status.
+
+        The request goes out first; the stream's parser is built while the upstream works on it.
+        """
         events = self.upstream.events(self.upstream.prepare(request), stream=True)
         iterator = events.__aiter__()
+        pending = asyncio.ensure_future(iterator.__anext__())
+        await asyncio.sleep(0)  # let the request go out before the parser is built
         try:
-            first: Event | None = await iterator.__anext__()
+            turn = SseTurn(request, self.upstream.model, stats, record=self.record)
+            first: Event | None = await pending
         except StopAsyncIteration:
             first = None
         except BaseException:
-            await events.aclose()  # type: ignore[attr-defined]
+            pending.cancel()
+            with anyio.CancelScope(shield=True):
+                with contextlib.suppress(BaseException):
+                    await pending
+                await events.aclose()  # type: ignore[attr-defined]
             raise
-        turn = SseTurn(request, self.upstream.model, stats, record=self.record)
 
         async def body() -> AsyncIterator[bytes]:
             try:
@@ -225,8 +247,12 @@ class Proxy:
                             yield chunk
                 for chunk in turn.close():
                     yield chunk
-            except TooldispatchError as exc:
-                err = from_backend(exc)
+            except Exception as exc:
+                if isinstance(exc, TooldispatchError):
+                    err = from_backend(exc)
+                else:  # a defect of ours: the client still gets an error event, not a cut stream
+                    _log.exception("the proxy failed while streaming")
+                    err = _internal(exc)
                 stats.status, stats.error = err.status, err.code
                 yield err.sse()
                 yield b"data: [DONE]\n\n"

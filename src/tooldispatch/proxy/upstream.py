@@ -62,6 +62,7 @@ class Upstream:
     timeout_s: float = 600.0
     _headers: dict[str, str] = field(default_factory=dict, repr=False)
     _http: httpx2.AsyncClient | None = field(default=None, repr=False)
+    _transport: Any = field(default=None, repr=False)
 
     @property
     def engine(self) -> str:
@@ -123,7 +124,11 @@ class Upstream:
         if isinstance(self.backend, OpenAICompatBackend):
             from tooldispatch.proxy.wire import wire_events
 
-            return wire_events(self.backend, self.http(), request, stream=stream)
+            if self._transport is None:
+                from tooldispatch.proxy.wire import transport_for
+
+                self._transport = transport_for(self.backend.base_url, timeout_s=self.timeout_s, headers=self._headers)
+            return wire_events(self.backend, self._transport, request, stream=stream)
         return self.backend.stream(request)
 
     def forward_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
@@ -139,6 +144,9 @@ class Upstream:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
         if isinstance(self.backend, OpenAICompatBackend):
             await self.backend.aclose()
 

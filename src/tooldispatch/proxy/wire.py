@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx2
@@ -25,6 +25,7 @@ from tooldispatch.backends.dialects import StreamNormalizer, response_events
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
 from tooldispatch.errors import ProviderError
+from tooldispatch.proxy.http1 import Http1Pool, Reply, UpstreamError, UpstreamTimeout
 
 
 def error_context(backend: OpenAICompatBackend) -> ErrorContext:
@@ -75,8 +76,64 @@ def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:
     return openai.APIError(message=message, request=request, body=error)
 
 
+class _HttpxReply:
+    """An ``httpx2`` answer (HTTPS upstreams) with the interface of ``http1.Reply``."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.response = response
+        self.status = response.status_code
+        self.headers = {k.lower(): v for k, v in response.headers.items()}
+
+    @staticmethod
+    async def open(http: httpx2.AsyncClient, url: str, body: bytes) -> _HttpxReply:
+        try:
+            response = await http.send(http.build_request("POST", url, content=body), stream=True)
+        except httpx2.TimeoutException as exc:
+            raise UpstreamTimeout(str(exc) or type(exc).__name__) from exc
+        except httpx2.HTTPError as exc:
+            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+        return _HttpxReply(response)
+
+    async def read(self) -> bytes:
+        try:
+            return await self.response.aread()
+        except httpx2.TimeoutException as exc:
+            raise UpstreamTimeout(str(exc) or type(exc).__name__) from exc
+        except httpx2.HTTPError as exc:
+            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            await self.response.aclose()
+
+    async def lines(self) -> AsyncIterator[str]:
+        try:
+            async for line in self.response.aiter_lines():
+                yield line
+        except httpx2.TimeoutException as exc:
+            raise UpstreamTimeout(str(exc) or type(exc).__name__) from exc
+        except httpx2.HTTPError as exc:
+            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.response.aclose()
+
+
+Transport = Http1Pool | httpx2.AsyncClient
+"""How the proxy reaches an upstream: its own HTTP/1.1 client for ``http://``, ``httpx2`` for ``https://``."""
+
+
+def transport_for(base_url: str, *, timeout_s: float, headers: Mapping[str, str]) -> Transport:
+    """The transport for ``base_url``."""
+    if base_url.startswith("http://"):
+        return Http1Pool(base_url, timeout_s=timeout_s, headers=headers)
+    return httpx2.AsyncClient(
+        timeout=httpx2.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+        limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=200),
+        headers=dict(headers),
+    )
+
+
 async def wire_events(
-    backend: OpenAICompatBackend, http: httpx2.AsyncClient, request: ChatRequest, *, stream: bool
+    backend: OpenAICompatBackend, transport: Transport, request: ChatRequest, *, stream: bool
 ) -> AsyncIterator[Event]:
     """Run one turn against the backend's server and yield the events ``backend.stream``/``complete`` would.
 
@@ -86,53 +143,55 @@ async def wire_events(
         ProviderError: any other error status, an error inside a 200 stream, or a payload that is not JSON.
     """
     ctx = error_context(backend)
-    outgoing = http.build_request(
-        "POST", f"{backend.base_url}/chat/completions", content=request_json(backend, request, stream=stream)
-    )
+    url = f"{backend.base_url}/chat/completions"
+    body = request_json(backend, request, stream=stream)
     received = False
+    reply: Reply | _HttpxReply | None = None
     try:
-        response = await http.send(outgoing, stream=True)
-        try:
-            if response.status_code >= 400:
-                raw = await response.aread()
-                error = openai.APIStatusError(
-                    f"HTTP {response.status_code}", response=response, body=_json_or_text(raw)
-                )
-                raise translate_error(error, ctx) from None
-            if not stream:
-                raw = await response.aread()
-                try:
-                    payload = json.loads(raw)
-                except ValueError:
-                    raise _not_json("a response", raw.decode("utf-8", "replace")) from None
-                for event in response_events(payload, backend.dialect):
-                    yield event
-                return
-            normalizer = StreamNormalizer(backend.dialect)
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    raise _not_json("a stream chunk", data) from None
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise translate_error(_stream_error(chunk["error"], outgoing), ctx) from None
-                received = True
-                for event in normalizer.feed(chunk):
-                    yield event
-            for event in normalizer.finish():
+        if isinstance(transport, Http1Pool):
+            reply = await transport.post("/chat/completions", body)
+        else:
+            reply = await _HttpxReply.open(transport, url, body)
+        if reply.status >= 400:
+            raw = await reply.read()
+            response = httpx2.Response(reply.status, headers=reply.headers, request=httpx2.Request("POST", url))
+            error = openai.APIStatusError(f"HTTP {reply.status}", response=response, body=_json_or_text(raw))
+            raise translate_error(error, ctx) from None
+        if not stream:
+            raw = await reply.read()
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                raise _not_json("a response", raw.decode("utf-8", "replace")) from None
+            for event in response_events(payload, backend.dialect):
                 yield event
-        finally:
-            await response.aclose()
-    except httpx2.TimeoutException as exc:
-        timeout = openai.APITimeoutError(request=outgoing)
+            return
+        normalizer = StreamNormalizer(backend.dialect)
+        async for line in reply.lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise _not_json("a stream chunk", data) from None
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise translate_error(_stream_error(chunk["error"], httpx2.Request("POST", url)), ctx) from None
+            received = True
+            for event in normalizer.feed(chunk):
+                yield event
+        for event in normalizer.finish():
+            yield event
+    except UpstreamTimeout as exc:
+        timeout = openai.APITimeoutError(request=httpx2.Request("POST", url))
         timeout.__cause__ = exc
         raise translate_error(timeout, ctx, mid_stream=received) from timeout
-    except httpx2.HTTPError as exc:
-        failed = openai.APIConnectionError(request=outgoing)
+    except UpstreamError as exc:
+        failed = openai.APIConnectionError(request=httpx2.Request("POST", url))
         failed.__cause__ = exc
         raise translate_error(failed, ctx, mid_stream=received) from failed
+    finally:
+        if reply is not None:
+            await reply.close()

@@ -161,3 +161,22 @@ def test_keys_never_reach_the_logs_the_store_or_the_upstream(
         assert PROXY_KEY.encode() not in data and UPSTREAM_KEY.encode() not in data
     logged = "\n".join(f"{r.getMessage()} {r.args!r}" for r in caplog.records)
     assert PROXY_KEY not in logged and UPSTREAM_KEY not in logged
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_defect_is_a_500_in_openai_shape(tmp_path: Path, stream: bool) -> None:
+    """An unexpected exception in the serving path is answered as an OpenAI error (500), streamed or not."""
+    from tooldispatch.backends.scripted import ScriptedBackend
+    from tooldispatch.proxy import Upstream
+
+    def broken(request: Any) -> ScriptedTurn:
+        raise RuntimeError("boom")
+
+    upstream = Upstream(backend=ScriptedBackend(broken), model="s", label="s", quant="q", mode="in-process")
+    with running_proxy(upstream, tmp_path / "s.db", scripted=ScriptedServer(lambda b: ScriptedTurn())) as running:
+        response = post(running.url, {"model": "s", "messages": ASK, "tools": [WEATHER], "stream": stream})
+        rows = running.counted(1)
+    assert response.status_code == 500
+    error = error_of(response)
+    assert error["code"] == "internal_error" and "RuntimeError" in error["message"]
+    assert [r[:2] for r in rows] == [(500, "internal_error")]

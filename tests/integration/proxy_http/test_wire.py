@@ -14,6 +14,7 @@ import pytest
 from tooldispatch.backends.base import ChatRequest, Event
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.errors import TooldispatchError
+from tooldispatch.proxy.http1 import Http1Pool
 from tooldispatch.proxy.scripted import Canned, ScriptedServer, serve_in_thread
 from tooldispatch.proxy.translate import Limits, read_request
 from tooldispatch.proxy.wire import wire_events
@@ -42,9 +43,12 @@ async def _run(events: Any) -> tuple[list[Event], str | None]:
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-@pytest.mark.parametrize("parse", ["server", "client"])
-def test_wire_path_equals_the_backend_path(name: str, parse: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each recorded exchange read through wire_events and through the backend gives the same events or error."""
+@pytest.mark.parametrize(("parse", "transport"), [("server", "http1"), ("client", "http1"), ("server", "httpx2")])
+def test_wire_path_equals_the_backend_path(
+    name: str, parse: str, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each recorded exchange read through wire_events (on either transport) and through the backend gives the
+    same events or error, from the same request body."""
     monkeypatch.setenv("TD_WIRE_KEY", "sk-test-wire-0123")
     fixture: dict[str, Any] = json.loads((WIRE / f"{name}.json").read_text())
     stream = fixture["content_type"].startswith("text/event-stream")
@@ -66,8 +70,14 @@ def test_wire_path_equals_the_backend_path(name: str, parse: str, monkeypatch: p
             server.canned.append(canned)
             sdk = await _run(backend.stream(request) if stream else backend.complete(request))
             server.canned.append(canned)
-            async with httpx2.AsyncClient(headers={"Authorization": "Bearer sk-test-wire-0123"}) as http:
-                ours = await _run(wire_events(backend, http, request, stream=stream))
+            headers = {"Authorization": "Bearer sk-test-wire-0123"}
+            if transport == "http1":
+                pool = Http1Pool(backend.base_url, timeout_s=10, headers=headers)
+                ours = await _run(wire_events(backend, pool, request, stream=stream))
+                await pool.aclose()
+            else:
+                async with httpx2.AsyncClient(headers=headers) as http:
+                    ours = await _run(wire_events(backend, http, request, stream=stream))
             await backend.aclose()
             return sdk, ours
 
