@@ -690,7 +690,8 @@ def is_wrapper_name(raw: str) -> bool:
     return found
 
 
-# The answers for the tag names seen last (a model writes the same few tags over and over).
+# A pure cache of immutable results: the answers for the tag names seen last (a model writes the same few tags
+# over and over).
 _wrapper_names: dict[str, bool] = {}
 _WRAPPER_NAMES_KEPT: Final = 256
 

@@ -9,10 +9,7 @@ through; text that may start a call (``<``, ``<tool``, ``[TOOL_``, ``{``, a decl
 tag or token, or the bracket that balances its first one) with a small state machine over the new text only,
 and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse_tool_calls`. At
 :meth:`StreamParser.close`, :attr:`StreamParser.outcome` equals ``parse_tool_calls(whole_text, ...)`` with
-the same options: when the output is closed ``<tool_call>`` blocks in plain text and each was parsed as its
-segment closed, it is built from those results (:func:`~tooldispatch.parsing.core.assemble_blocks`);
-otherwise the whole text is parsed once, and the blocks whose calls were accepted as written are taken as
-read instead of decoded again (:func:`~tooldispatch.parsing.core.parse_from_blocks`).
+the same options: it is that parse of the whole text.
 
 Known limits of the early reports (the final outcome is always exact): a call found only inside the
 reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no closing marker) and a call
@@ -33,7 +30,8 @@ from typing import Final
 
 import regex
 
-from tooldispatch.parsing.core import parse_block, parse_from_blocks, parse_tool_calls
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.earned import cue_before, opens_quote
 from tooldispatch.parsing.fallback import is_wrapper_name
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE
 from tooldispatch.toolspec import ToolsInput, normalize_tools
@@ -139,6 +137,9 @@ _CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
 _STATIC_STARTS: Final = frozenset("<[{`")
 _REASONING_STOPS: Final = frozenset("<[")  # every reasoning closer starts with one of these
 _BALANCED: Final = frozenset({"brace", "list", "name"})
+# Segments with no marker of their own: their calls are reported at close, when the whole text shows whether
+# they stand in prose (see ``parsing.earned``).
+_UNDELIMITED: Final = frozenset({"brace", "list", "name", "fence"})
 _BRACKET_CHARS: Final = frozenset("{}[]()\"'\\")
 _CLOSING: Final = frozenset("}])")  # a balanced segment can only end at one of these
 _CLOSER_LAST: Final = frozenset(">`")  # every closing marker of a held segment ends with one of these
@@ -312,7 +313,7 @@ class StreamParser:
         *,
         tool_format: str = "auto",
         reasoning_open: bool = False,
-        repair: RepairSpec = "bounded",
+        repair: RepairSpec | None = None,
     ) -> None:
         self._specs = normalize_tools(tools)
         self._tool_format = tool_format
@@ -337,7 +338,6 @@ class StreamParser:
             _mark_names(self._opener_steps[""], spelled)
         self._word_at = -1
         self._word = _Step("", False)
-        self._thinks = 0  # ``<think>`` tags met in the content (see ``core.parse_from_blocks``)
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._content_stops = _STATIC_STARTS | self._name_starts
         self._content_stops_nl = self._content_stops | _NEWLINE
@@ -349,9 +349,6 @@ class StreamParser:
         self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
-        # The outcome of each call segment read as plain hermes blocks, by its text: close() builds the final
-        # outcome from them when the whole text is such blocks in plain text.
-        self._parts: dict[str, ParseOutcome] = {}
         self._outcome: ParseOutcome | None = None
         # The call segment being held.
         self._seg: list[str] = []
@@ -692,15 +689,13 @@ class StreamParser:
         self._mode = _CLOSED
         self._next = _NO_STEPS
         whole = "".join(self._chunks)
-        self._outcome = parse_from_blocks(
+        self._outcome = parse_tool_calls(
             whole,
             self._specs,
-            self._parts,
             tool_format=self._tool_format,
             reasoning_open=self._reasoning_open,
             finish_reason=finish_reason,
             repair=self._repair,
-            thinks=self._thinks,
         )
         final = self._outcome.calls
         emitted = self._emitted
@@ -824,8 +819,6 @@ class StreamParser:
         return text[end:]
 
     def _enter_reasoning(self, closer: str) -> None:
-        if closer == "</think>":
-            self._thinks += 1  # a ``<think>`` tag opened it (``close()`` passes the count on)
         self._mode = _REASONING
         self._closer_literal = _LITERAL_CLOSERS.get(closer)
         self._reasoning_closer = _CLOSER_PATTERNS[closer]
@@ -903,23 +896,34 @@ class StreamParser:
         """Parse one held segment on its own and report its calls (or give it back as content)."""
         self._mode = _CONTENT
         self._seg = []
-        if finish_reason is None:
-            outcome, plain = parse_block(segment, self._specs, tool_format=self._tool_format, repair=self._repair)
-            if plain:
-                self._parts[segment] = outcome
-        else:
-            outcome = parse_tool_calls(
-                segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
-            )
+        outcome = parse_tool_calls(
+            segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
+        )
         if not outcome.candidates:
             if segment:
                 self._events.append(ContentText(segment))
             return
         if outcome.content:
             self._events.append(ContentText(outcome.content))
-        if report_calls:
+        if report_calls and self._seg_kind not in _UNDELIMITED and not self._lead_refuses(segment):
             for call in outcome.calls:
                 self._emit_call(call)
+
+    def _lead_refuses(self, segment: str) -> bool:
+        """True when the text before the segment opens a quote or negates, supposes or quotes it as an example.
+
+        A cue after the segment (``..., but I will not``) is seen only by the whole-text parse at ``close``.
+        """
+        recent: list[str] = []
+        size = 0
+        for chunk in reversed(self._chunks):
+            recent.append(chunk)
+            size += len(chunk)
+            if size > len(segment) + 2 * _TAIL + 256:
+                break
+        text = "".join(reversed(recent))
+        start = text.rfind(segment)
+        return start > 0 and (opens_quote(text, start) or cue_before(text, start))
 
     def _emit_call(self, call: ToolCall) -> None:
         if call.id is None or call.id.startswith("call_"):

@@ -450,7 +450,7 @@ def test_markers_inside_a_hermes_string_value_are_text(value: str) -> None:
     ("text", "bucket", "fmt"),
     [
         ('[get_weather(city="Par\\<is")]', "ok_strict", "pythonic"),
-        ('Calling get_weather(city="Par\\<is") now.', "ok_fallback", "python_call"),
+        ('Calling get_weather(city="Par\\<is")', "ok_fallback", "python_call"),
     ],
 )
 def test_python_call_with_an_invalid_escape_reads_under_any_warning_filter(text: str, bucket: str, fmt: str) -> None:
