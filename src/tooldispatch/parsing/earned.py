@@ -20,6 +20,7 @@ span starts a line and that line ends with a colon), and the rest of the sentenc
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -27,6 +28,9 @@ from typing import Final
 from tooldispatch.parsing._raw import RawCall
 
 __all__ = ["cue_after", "cue_before", "delimited", "opens_quote", "prose_refuses", "quoted", "screen"]
+
+Fence = tuple[int, int, int, int]
+"""A fenced block: where its opening fence starts, where its body starts and ends, where its closing fence ends."""
 
 EARNED: Final = 0
 NOT_A_CALL: Final = 1
@@ -88,11 +92,11 @@ def screen(
     if not found:
         return [], []
     fences = _fences(view) if "```" in view else []
-    spans = [raw.span for raw in found]
+    around = _Around(view, [raw.span for raw in found if raw.span[0] >= 0])
     calls: list[RawCall] = []
     ambiguous: list[tuple[RawCall, str]] = []
-    for index, raw in enumerate(found):
-        verdict, reason = _verdict(view, raw, index, spans, fences, delimited_only)
+    for raw in found:
+        verdict, reason = _verdict(view, raw, around, fences, delimited_only)
         if verdict == EARNED:
             calls.append(raw)
         elif verdict == AMBIGUOUS:
@@ -110,12 +114,61 @@ def delimited(raw: RawCall) -> bool:
     return True
 
 
+class _Around:
+    """What surrounds each find, computed once per text (a text may hold thousands of finds).
+
+    ``blank_from[j]``: only finds, separators and whitespace from find ``j`` on; ``final_from[j]``: from find
+    ``j`` on, the text that is not a find is at most the rest of one sentence; ``blank_to[j]``: only finds,
+    separators and whitespace before find ``j``.
+    """
+
+    __slots__ = ("blank_from", "blank_to", "ends", "final_from", "starts", "view")
+
+    def __init__(self, view: str, spans: Sequence[tuple[int, int]]) -> None:
+        self.view = view
+        self.starts = [s for s, _ in spans]
+        self.ends = [e for _, e in spans]
+        count = len(spans)
+        self.blank_from = [True] * (count + 1)
+        self.final_from = [True] * (count + 1)
+        for j in range(count - 1, -1, -1):
+            gap = view[self.ends[j] : self.starts[j + 1] if j + 1 < count else len(view)]
+            self.blank_from[j], self.final_from[j] = self._joined(gap, j + 1)
+        self.blank_to = [True] * (count + 1)
+        pos = 0
+        for j in range(count):
+            self.blank_to[j] = (j == 0 or self.blank_to[j - 1]) and _blank(view, pos, self.starts[j])
+            pos = self.ends[j]
+
+    def _joined(self, gap: str, j: int) -> tuple[bool, bool]:
+        """Whether ``gap`` followed by what comes from find ``j`` on is blank, and at most one sentence."""
+        if self.blank_from[j]:
+            rest = gap.strip(_TRAILING_TEXT)
+            return not rest, _MORE_SENTENCES.search(rest) is None
+        lead = gap.lstrip(_TRAILING_TEXT)
+        if not lead:
+            return False, self.final_from[j]
+        return False, self.final_from[j] and _MORE_SENTENCES.search(lead + "x") is None
+
+    def after(self, end: int) -> tuple[bool, bool]:
+        """Whether the text after ``end`` (finds aside) is blank, and whether it is at most one sentence."""
+        j = bisect.bisect_left(self.starts, end)
+        stop = self.starts[j] if j < len(self.starts) else len(self.view)
+        return self._joined(self.view[end:stop], j)
+
+    def before(self, start: int) -> bool:
+        """Whether only finds, separators and whitespace come before ``start``."""
+        j = bisect.bisect_right(self.ends, start) - 1
+        if j < 0:
+            return _blank(self.view, 0, start)
+        return self.blank_to[j] and _blank(self.view, self.ends[j], start)
+
+
 def _verdict(
     view: str,
     raw: RawCall,
-    index: int,
-    spans: Sequence[tuple[int, int]],
-    fences: Sequence[tuple[int, int, int, int]],
+    around: _Around,
+    fences: Sequence[Fence],
     delimited_only: Callable[[str | None], bool],
 ) -> tuple[int, str]:
     start, end = raw.span
@@ -127,15 +180,14 @@ def _verdict(
         unit_start, unit_end = start, end
     if prose_refuses(view, unit_start, unit_end):
         return NOT_A_CALL, ""
-    rest = _rest(view, unit_end, spans, index)
-    first = _only_calls_before(view, unit_start, spans, index)
-    whole = first and not rest
+    blank_after, final = around.after(unit_end)
+    first = around.before(unit_start)
+    whole = first and blank_after
     # The final segment: only the rest of the sentence follows, and ends the output. The leading segment:
     # nothing before it, and it stands on its own lines.
-    final = not rest or _MORE_SENTENCES.search(rest) is None
     leading = first and _line_ends(view, unit_end)
     if fence is not None or raw.format.startswith("fence:"):
-        if rest:
+        if not blank_after:
             return NOT_A_CALL, ""  # a fenced block that prose follows is an example
         if whole or not delimited_only(raw.name):
             return EARNED, ""
@@ -221,39 +273,13 @@ def cue_after(view: str, end: int) -> bool:
     return _TAIL_CUE.search(tail) is not None
 
 
-def _rest(view: str, end: int, spans: Sequence[tuple[int, int]], index: int) -> str:
-    """The text after ``end`` that is not part of a later find, stripped."""
-    pieces: list[str] = []
-    pos = end
-    for s, e in spans[index + 1 :]:
-        if e <= pos:
-            continue
-        if s > pos:
-            pieces.append(view[pos:s])
-        pos = max(pos, e)
-    pieces.append(view[pos:])
-    return "".join(pieces).strip(_TRAILING_TEXT)
-
-
-def _only_calls_before(view: str, start: int, spans: Sequence[tuple[int, int]], index: int) -> bool:
-    """True when only earlier finds, separators and whitespace come before ``start``."""
-    pos = 0
-    for s, e in spans[:index]:
-        if s >= start:
-            break
-        if s > pos and not _blank(view, pos, s):
-            return False
-        pos = max(pos, e)
-    return _blank(view, pos, start)
-
-
 def _blank(view: str, lo: int, hi: int) -> bool:
     return not view[lo:hi].strip(_TRAILING_TEXT)
 
 
-def _fences(view: str) -> list[tuple[int, int, int, int]]:
+def _fences(view: str) -> list[Fence]:
     """Fenced blocks: (fence start, body start, body end, fence end); an unclosed one runs to the end."""
-    out: list[tuple[int, int, int, int]] = []
+    out: list[Fence] = []
     opened: tuple[int, int] | None = None
     for m in _FENCE.finditer(view):
         if opened is None:
@@ -267,10 +293,13 @@ def _fences(view: str) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _fence_around(
-    fences: Sequence[tuple[int, int, int, int]], start: int, end: int
-) -> tuple[int, int, int, int] | None:
-    for fence in fences:
-        if fence[1] <= start and end <= fence[2]:
-            return fence
+def _fence_around(fences: Sequence[Fence], start: int, end: int) -> Fence | None:
+    """The fenced block whose body holds ``[start, end)``, if any (fences are in text order, never nested)."""
+    i = bisect.bisect_right(fences, start, key=_fence_start) - 1
+    if i >= 0 and fences[i][1] <= start and end <= fences[i][2]:
+        return fences[i]
     return None
+
+
+def _fence_start(fence: Fence) -> int:
+    return fence[0]

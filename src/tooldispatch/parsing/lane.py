@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from tooldispatch.parsing._fallback_values import is_placeholder_args
 from tooldispatch.parsing._markers import PLAIN_ANY, SHORT, contains_any
 from tooldispatch.parsing._markers import find as find_marker
 from tooldispatch.parsing.earned import prose_refuses
-from tooldispatch.parsing.fallback import is_placeholder_args
 from tooldispatch.parsing.formats._common import (
     FIX_ARGUMENTS_STRING,
     TOOL_CALL_CLOSE,
