@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,35 @@ def test_kimi_k2_is_not_read_as_deepseek_and_has_its_tool_format_name() -> None:
             ("get_weather", {"city": "Oslo"}, "ok_strict", "kimi_k2")
         ]
         assert outcome.content == ""
+
+
+_NEVER = 'Never call get_weather[ARGS]{"city": "Paris"} here.'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "content"),
+    [
+        ('[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}', [("get_weather", {"city": "Paris"})], ""),
+        ('get_weather[ARGS]{"city": "Lyon"}', [("get_weather", {"city": "Lyon"})], ""),
+        ('get_weather[ARGS]{"city": "Nice"} More soon.', [("get_weather", {"city": "Nice"})], "More soon."),
+        (
+            'get_weather[ARGS]{"city": "Oslo"}[TOOL_CALLS]get_weather[ARGS]{"city": "Rome"}',
+            [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})],
+            "",
+        ),
+        (
+            'Never call get_weather[ARGS]{"city": "Paris"} here.',
+            [],
+            'Never call get_weather[ARGS]{"city": "Paris"} here.',
+        ),
+    ],
+)
+def test_mistral_args_forms_with_and_without_the_leading_token(text: str, expected: list[Any], content: str) -> None:
+    """NAME[CALL_ID]ID[ARGS]{json} and NAME[ARGS]{json} (no [TOOL_CALLS], prose after, joined by [TOOL_CALLS])."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    outcome = parse_tool_calls(text, tools)
+    assert [(c.name, c.arguments) for c in outcome.calls] == expected
+    assert all(c.format == "mistral" for c in outcome.calls)
+    assert outcome.content == content
