@@ -156,6 +156,16 @@ class _Around:
         stop = self.starts[j] if j < len(self.starts) else len(self.view)
         return self._joined(self.view[end:stop], j)
 
+    def floor(self, start: int) -> int:
+        """The end of the last find that ends at or before ``start`` (0 for none)."""
+        j = bisect.bisect_right(self.ends, start) - 1
+        return self.ends[j] if j >= 0 else 0
+
+    def ceiling(self, end: int) -> int:
+        """The start of the first find that starts at or after ``end`` (the text's end for none)."""
+        j = bisect.bisect_left(self.starts, end)
+        return self.starts[j] if j < len(self.starts) else len(self.view)
+
     def before(self, start: int) -> bool:
         """Whether only finds, separators and whitespace come before ``start``."""
         j = bisect.bisect_right(self.ends, start) - 1
@@ -178,7 +188,7 @@ def _verdict(
     unit_start, unit_end = (fence[0], fence[3]) if fence is not None else (start, end)
     if fence is None and raw.format.startswith("fence:"):
         unit_start, unit_end = start, end
-    if prose_refuses(view, unit_start, unit_end):
+    if prose_refuses(view, unit_start, unit_end, around.floor(unit_start), around.ceiling(unit_end)):
         return NOT_A_CALL, ""
     blank_after, final = around.after(unit_end)
     first = around.before(unit_start)
@@ -219,9 +229,13 @@ def _side_effect_reason(name: str | None) -> str:
     )
 
 
-def prose_refuses(view: str, start: int, end: int, floor: int = 0) -> bool:
-    """True when the text around ``view[start:end]`` quotes, negates or supposes it (it is then not a call)."""
-    return quoted(view, start, end) or cue_before(view, start, floor) or cue_after(view, end)
+def prose_refuses(view: str, start: int, end: int, floor: int = 0, ceiling: int = -1) -> bool:
+    """True when the text around ``view[start:end]`` quotes, negates or supposes it (it is then not a call).
+
+    The text read goes back no further than ``floor`` and on no further than ``ceiling`` (the neighbouring
+    finds: a cue inside another call is not about this one).
+    """
+    return quoted(view, start, end) or cue_before(view, start, floor) or cue_after(view, end, ceiling)
 
 
 def opens_quote(view: str, start: int) -> bool:
@@ -244,16 +258,18 @@ def cue_before(view: str, start: int, floor: int = 0) -> bool:
     if line_start < lo:
         line_start = lo
     lead = view[line_start:start]
-    if not lead.strip() and line_start > lo:
+    if (not lead or lead.isspace()) and line_start > lo:
         # The span starts its line: the line before introduces it when it ends with a colon.
         prev_end = line_start - 1
         while prev_end > lo and view[prev_end - 1] in " \t\r\n":
             prev_end -= 1
-        prev_start = view.rfind("\n", lo, prev_end) + 1
+        prev_start = max(lo, view.rfind("\n", lo, prev_end) + 1)
         prev = view[prev_start:prev_end]
         if not prev.rstrip().endswith(":"):
             return False
         lead = prev
+    elif not lead or lead.isspace():
+        return False
     sentence = 0
     for m in _SENTENCE_BREAK.finditer(lead):
         sentence = m.end()
@@ -265,12 +281,12 @@ def cue_before(view: str, start: int, floor: int = 0) -> bool:
     return _NEGATION_CUE.search(lead, clause) is not None
 
 
-def cue_after(view: str, end: int) -> bool:
-    """A cue in the rest of the sentence after ``end`` (``..., but I will not``)."""
-    hi = min(len(view), end + _WINDOW)
+def cue_after(view: str, end: int, ceiling: int = -1) -> bool:
+    """A cue in the rest of the sentence after ``end`` (``..., but I will not``), not past ``ceiling``."""
+    hi = min(len(view) if ceiling < 0 else ceiling, end + _WINDOW)
     stop = _SENTENCE_END.search(view, end, hi)
     tail = view[end : stop.start() if stop is not None else hi]
-    return _TAIL_CUE.search(tail) is not None
+    return not tail.isspace() and bool(tail) and _TAIL_CUE.search(tail) is not None
 
 
 def _blank(view: str, lo: int, hi: int) -> bool:

@@ -214,7 +214,8 @@ def _blocks(
         if call is None:
             return None
         name, arguments, as_string = call
-        if prose_refuses(text, begin, close + _CLOSE_LEN, start):
+        after = find_marker(text, TOOL_CALL_OPEN, close + _CLOSE_LEN, stop)
+        if prose_refuses(text, begin, close + _CLOSE_LEN, pos, after if after >= 0 else stop):
             return None  # the prose around the block quotes, negates or supposes it
         pos = close + _CLOSE_LEN
         count = len(calls)
@@ -226,7 +227,7 @@ def _blocks(
             Candidate(text[begin:pos], (begin, pos), HERMES, stage, bucket, name, arguments, repairs, None, flags)
         )
         calls.append(ToolCall(name, arguments, bucket, stage, flags, repairs, ident, HERMES))
-        begin = find_marker(text, TOOL_CALL_OPEN, pos, stop)
+        begin = after
     if pos < stop:
         tail = text[pos:stop]
         if not tail.isspace() and _anchor(tail):
