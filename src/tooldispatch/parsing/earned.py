@@ -108,7 +108,7 @@ def delimited(raw: RawCall) -> bool:
     """True when the find carries its own markers (a format's tokens or tags, a tool-call wrapper tag)."""
     fmt = raw.format
     if raw.stage == "fallback":
-        return fmt.startswith("tag:")
+        return fmt.startswith("tag:") or fmt == "named_tag"
     if fmt in _UNDELIMITED_STRICT:
         return raw.raw[:1] not in ("{", "[")
     return True

@@ -97,6 +97,8 @@ _LIST_OPEN: Final = re.compile(r"\[\s*\Z")
 _LIST_CLOSE: Final = re.compile(r"\s*\]")
 _SEPARATOR: Final = re.compile(r"[\s,;]*")
 _WINDOW: Final = 256  # how far back a name outside its object is looked for
+# The tool's own name used as a tag around its arguments: ``<get_weather>{...}</get_weather>`` (exact names only).
+_NAME_TAG_BEFORE: Final = re.compile(r"<([A-Za-z_][\w.\-]{0,127})>\s*\Z")
 
 
 @dataclass(init=False, slots=True)
@@ -330,8 +332,11 @@ class _Region:
         """An arguments object with the tool name written before it."""
         window_start = max(self.lo, s - _WINDOW)
         react = _REACT_BEFORE.search(self.text, window_start, s)
+        tag = None if react is not None else _NAME_TAG_BEFORE.search(self.text, max(self.lo, s - 160), s)
         if react is not None:
             fmt, name, start, paren = "react", react.group(1), react.start(), False
+        elif tag is not None and tag.group(1) in self.tools:
+            fmt, name, start, paren = "named_tag", tag.group(1), tag.start(), False
         else:
             found = _name_before(self.text, s, self.lo)
             if found is None:
@@ -350,6 +355,10 @@ class _Region:
             close = _CLOSE_PAREN.match(self.text, e, self.hi)
             if close:
                 end = close.end()
+        elif fmt == "named_tag":
+            closing = re.compile(rf"\s*</{re.escape(name)}>").match(self.text, e, self.hi)
+            if closing:
+                end = closing.end()
         call = _raw_call(fmt, resolved, args, obj_text, fixes=fixes, truncated=truncated)
         return _Found(start, end, call)
 
