@@ -215,3 +215,25 @@ def test_arbitrary_text_never_raises(text: str) -> None:
     """Arbitrary Unicode parses to an outcome whose calls all name declared tools."""
     outcome = parse_tool_calls(text, TOOLS)
     assert all(call.name in NAMES for call in outcome.calls)
+
+
+def test_registry_specs_carry_the_safe_levels_into_the_parser() -> None:
+    """parse_tool_calls(text, reg.specs()): a side-effecting tool gets no near-match name and no running-text call."""
+    from tooldispatch.dispatch.registry import Registry
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    reg = Registry()
+    reg.register("read_file", lambda path: {"path": path}, schema=schema, read_only=True)
+    reg.register("delete_file", lambda path: {"path": path}, schema=schema)
+    specs = reg.specs()
+    assert [(s.name, s.repair) for s in specs] == [("read_file", "bounded"), ("delete_file", "lossless")]
+    near = '<tool_call>{"name": "%s", "arguments": {"path": "a"}}</tool_call>'
+    assert [(c.name, c.bucket) for c in parse_tool_calls(near % "read_fil", specs).candidates] == [
+        ("read_fil", "repaired")
+    ]
+    assert [(c.name, c.bucket) for c in parse_tool_calls(near % "delete_fil", specs).candidates] == [
+        ("delete_fil", "UnknownName")
+    ]
+    running = parse_tool_calls("Cleaning up: delete_file(path='a')", specs)
+    assert (running.calls, [c.bucket for c in running.candidates]) == ((), ["Ambiguous"])
+    assert [c.name for c in parse_tool_calls("Reading: read_file(path='a')", specs).calls] == ["read_file"]
