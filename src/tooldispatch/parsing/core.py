@@ -147,7 +147,9 @@ def _parse(
     content_view = split.view("content")
 
     def delimited_only(name: str | None) -> bool:
-        return _level_for(name, specs, repair) != "bounded"
+        # The tool's own level says whether it has side effects; a caller's level for every tool (``"none"`` to
+        # measure the stages without repair) does not.
+        return _level_for(name, specs, None) != "bounded"
 
     natives = read_native_calls(native_calls or ())
     outside, unsure = screen(content_view, _find(content_view, specs, tool_format, markers), delimited_only)

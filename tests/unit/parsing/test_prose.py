@@ -237,3 +237,11 @@ def test_registry_specs_carry_the_safe_levels_into_the_parser() -> None:
     running = parse_tool_calls("Cleaning up: delete_file(path='a')", specs)
     assert (running.calls, [c.bucket for c in running.candidates]) == ((), ["Ambiguous"])
     assert [c.name for c in parse_tool_calls("Reading: read_file(path='a')", specs).calls] == ["read_file"]
+
+
+def test_a_callers_level_for_every_tool_does_not_make_a_tool_side_effecting() -> None:
+    """repair="none" (the bench's no-repair stages) keeps a read-only tool's running-text call; the tool's own level
+    decides where a call may be found."""
+    outcome = parse_tool_calls("Checking it now: get_weather(city='Oslo')", TOOLS, repair="none")
+    assert [(c.name, c.bucket) for c in outcome.calls] == [("get_weather", "ok_fallback")]
+    assert parse_tool_calls("Removing it now: delete_file(path='/tmp/a')", TOOLS, repair="bounded").calls == ()
