@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.types import RepairLevel
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,11 +22,16 @@ class ToolSpec:
         name: the tool name the model must use.
         description: what the tool does, as shown to the model.
         parameters: the JSON Schema of the arguments object.
+        repair: how much the parser may repair a call to this tool, and where it may find one: ``bounded``
+            (read-only tools: near-match repairs, and a call recovered from running text), ``lossless`` or
+            ``none`` (side-effecting tools: lossless repairs only, and only calls in a delimited form).
+            ``Registry.specs()`` fills it from the tool's metadata; declarations given as dicts get ``bounded``.
     """
 
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    repair: RepairLevel = "bounded"
 
     @property
     def properties(self) -> Mapping[str, Any]:

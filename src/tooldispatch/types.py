@@ -22,14 +22,21 @@ Bucket = Literal[
     "UnknownName",
     "SchemaMismatch",
     "Truncated",
+    "Ambiguous",
 ]
 """Where one call candidate ended up. The first three are accepted calls, the rest rejections.
+
+``Ambiguous``: a call-like span in running text that was not taken as a call (more prose follows it, or it
+names a side-effecting tool outside the tool-call format); its ``error`` says why and it has the ``in_prose``
+flag.
 
 The names of the rejected buckets follow OpenRouter's tool-call error telemetry so that rates can be
 compared with what it publishes."""
 
 ACCEPTED_BUCKETS: Final[frozenset[str]] = frozenset({"ok_strict", "ok_fallback", "repaired"})
-REJECTED_BUCKETS: Final[frozenset[str]] = frozenset({"InvalidJson", "UnknownName", "SchemaMismatch", "Truncated"})
+REJECTED_BUCKETS: Final[frozenset[str]] = frozenset(
+    {"InvalidJson", "UnknownName", "SchemaMismatch", "Truncated", "Ambiguous"}
+)
 
 Stage = Literal["native", "strict", "fallback", "repair", "none"]
 """How far down the cascade an output (or one candidate) had to go."""
@@ -46,6 +53,7 @@ RepairSpec = RepairLevel | Mapping[str, RepairLevel]
 
 FLAG_IN_REASONING: Final = "in_reasoning"
 FLAG_NO_CALL: Final = "no_call"
+FLAG_IN_PROSE: Final = "in_prose"
 
 
 @dataclass(init=False, slots=True)

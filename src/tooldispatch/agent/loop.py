@@ -179,7 +179,7 @@ class Agent:
         self.dispatcher = dispatcher
         registry = dispatcher.registry
         self.tools: tuple[ToolSpec, ...] = tuple(tools) if tools is not None else tuple(registry.specs())
-        self.repair: RepairSpec = repair if repair is not None else {t.name: t.repair for t in registry}
+        self.repair: RepairSpec | None = repair  # None: each ToolSpec's own level (Registry.specs() fills it)
         self.budget = budget or Budget()
         self.system_prompt = system_prompt
         self.max_tokens = max_tokens
@@ -409,17 +409,13 @@ class Agent:
                 end, error = "backend_error", f"the backend raised {type(exc).__name__}: {exc}"
                 break
             tokens += completion.usage.completion_tokens if completion.usage else 0
-            # Reasoning that the engine split off goes back in its markers, so that a call the model put
-            # inside its reasoning is still recovered (and flagged ``in_reasoning``).
-            text = (
-                f"<think>{completion.reasoning}</think>{completion.content}"
-                if completion.reasoning
-                else completion.content
-            )
+            # The parser takes the reasoning and the native calls as the backend split them: a call the model
+            # put inside its reasoning is still recovered (and flagged ``in_reasoning``).
             outcome = parse_tool_calls(
-                text,
+                completion.content,
                 self._tool_map,
-                native_calls=[c.to_openai() for c in completion.native_calls] or None,
+                reasoning=completion.reasoning,
+                native_calls=completion.native_calls or None,
                 finish_reason=completion.finish_reason,
                 tool_format=self.tool_format,
                 reasoning_open=self.reasoning_open and not completion.reasoning,

@@ -449,6 +449,7 @@ def run(directory: Path = CORPUS_DIR, *, rounds: int = 20) -> Report:
     report.timings["well-formed"] = _time_set(well_formed, rounds, with_bare=True)
     report.timings["malformed"] = _time_set(malformed, rounds, with_bare=False)
     report.ratios = _ratios(report.timings, well_formed, rounds)
+    report.ratios += _against_the_model(records, well_formed)
     report.sweep = sweep(rounds=rounds)
     report.slowest = _slowest(records)
     return report
@@ -593,6 +594,69 @@ def _ratios(timings: Mapping[str, Sequence[Timing]], well_formed: Sequence[Recor
             )
         )
     return ratios
+
+
+TOKEN_S = 0.002
+"""The model's pace the parser is measured against: a token every 2 ms (a local model on a fast GPU)."""
+CHARS_PER_TOKEN = 4
+
+
+def _against_the_model(records: Sequence[Record], well_formed: Sequence[Record]) -> list[Ratio]:
+    """The stream's p99 cost per token-sized delta against 1 % of a token's time (20 µs), and the whole parse of
+    each output against 1 % of the time the model took to write it (its length at 4 characters a token)."""
+    from tooldispatch.parsing.stream import StreamParser
+
+    out: list[Ratio] = []
+    if well_formed:
+        text, tools = stream_text(well_formed)
+        samples: list[int] = []
+        clock = time.perf_counter_ns
+        for _ in range(3):
+            parser = StreamParser(tools)
+            for i in range(0, len(text), CHARS_PER_TOKEN):
+                piece = text[i : i + CHARS_PER_TOKEN]
+                started = clock()
+                parser.feed(piece)
+                samples.append(clock() - started)
+            parser.close()
+        samples.sort()
+        p99 = samples[int(0.99 * (len(samples) - 1))] / 1e3
+        budget = TOKEN_S * 1e6 / 100
+        out.append(
+            Ratio(
+                "StreamParser p99 per 4-char delta / 1 % of a token's time",
+                p99 / budget,
+                "<= 1x",
+                p99 <= budget,
+                f"p99 {p99:.2f} µs against {budget:.0f} µs; p50 {samples[len(samples) // 2] / 1e3:.2f} µs "
+                f"({len(samples)} feeds)",
+            )
+        )
+    shares: list[float] = []
+    for record in records:
+        if record.text:
+            taken = min(_time_once(record) for _ in range(3))
+            shares.append(taken / (max(1.0, len(record.text) / CHARS_PER_TOKEN) * TOKEN_S))
+    if shares:
+        shares.sort()
+        worst = shares[-1] * 100
+        out.append(
+            Ratio(
+                "whole parse / 1 % of the turn's decode time",
+                worst,
+                "<= 1x",
+                worst <= 1.0,
+                f"worst output {worst:.3f} %, median {statistics.median(shares) * 100:.3f} % of the decode time "
+                f"at {TOKEN_S * 1e3:.0f} ms a token",
+            )
+        )
+    return out
+
+
+def _time_once(record: Record) -> float:
+    started = time.perf_counter()
+    parse(record)
+    return time.perf_counter() - started
 
 
 def _parse_text(text: str, tools: Mapping[str, ToolSpec]) -> ParseOutcome:

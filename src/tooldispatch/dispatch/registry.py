@@ -152,7 +152,7 @@ class ToolDef:
 
     def spec(self) -> ToolSpec:
         """Return the declaration the parser and the model see."""
-        return ToolSpec(name=self.name, description=self.description, parameters=self.schema)
+        return ToolSpec(name=self.name, description=self.description, parameters=self.schema, repair=self.repair)
 
 
 def description_hash(description: str, schema: Mapping[str, Any]) -> str:

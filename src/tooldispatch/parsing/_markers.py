@@ -26,7 +26,7 @@ LEADS: Final[dict[str, tuple[str, ...]]] = {
         "<|tool",
         "<｜tool",
     ),
-    "[": ("[TOOL_CALLS]", "[THINK]", "[/THINK]"),
+    "[": ("[TOOL_CALLS]", "[THINK]", "[/THINK]", "[ARGS]"),
     "`": ("```tool_code", "```tool_call"),
 }
 

@@ -22,6 +22,7 @@ class RawCall:
         truncated: the span ends because the output was cut off.
         lenient: the lenient-JSON fixes that decoding needed (``single_quotes``, ``trailing_comma``, ...).
         flags: e.g. ``in_reasoning``.
+        unearned: why a call-like span in prose is not taken as a call (see ``parsing.earned``), else ``None``.
     """
 
     span: tuple[int, int]
@@ -35,6 +36,7 @@ class RawCall:
     truncated: bool = False
     lenient: tuple[str, ...] = ()
     flags: frozenset[str] = frozenset()
+    unearned: str | None = None
 
     def __init__(
         self,
@@ -49,6 +51,7 @@ class RawCall:
         truncated: bool = False,
         lenient: tuple[str, ...] = (),
         flags: frozenset[str] = frozenset(),
+        unearned: str | None = None,
     ) -> None:
         self.span = span
         self.raw = raw
@@ -61,3 +64,4 @@ class RawCall:
         self.truncated = truncated
         self.lenient = lenient
         self.flags = flags
+        self.unearned = unearned

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.parsing._markers import SHORT, contains, contains_any, for_view, scan_markers
+from tooldispatch.parsing._markers import for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.earned import screen
 from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
 from tooldispatch.parsing.formats import find_strict
 from tooldispatch.parsing.formats._common import (
@@ -20,22 +21,17 @@ from tooldispatch.parsing.formats._common import (
     FIX_FENCE,
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
-    TOOL_CALL_CLOSE,
-    TOOL_CALL_OPEN,
-    is_schema_echo,
-    tool_call_body_kind,
     unclosed_brackets,
 )
-from tooldispatch.parsing.formats.hermes import ANCHORS, Known, find_only_tool_call_tags, tool_call_blocks
-from tooldispatch.parsing.formats.llama import read_whole_json_call
-from tooldispatch.parsing.lane import AS_STRING, strict_outcome
-from tooldispatch.parsing.lenient import LenientJSONError, forget_strict, loads_lenient
+from tooldispatch.parsing.lane import strict_outcome
+from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
 from tooldispatch.repair.validate import fast_check
 from tooldispatch.toolspec import ToolsInput, ToolSpec, normalize_tools
 from tooldispatch.types import (
+    FLAG_IN_PROSE,
     FLAG_IN_REASONING,
     FLAG_NO_CALL,
     Bucket,
@@ -54,6 +50,7 @@ _STAGE_RANK: Final[dict[str, int]] = {stage: rank for rank, stage in enumerate(_
 _NO_FLAGS: Final[frozenset[str]] = frozenset()
 _NO_CALL: Final = frozenset({FLAG_NO_CALL})
 _IN_REASONING: Final = frozenset({FLAG_IN_REASONING})
+_IN_PROSE: Final = frozenset({FLAG_IN_PROSE})
 _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
@@ -65,11 +62,13 @@ def parse_tool_calls(
     text: object,
     tools: ToolsInput,
     *,
+    reasoning: str | None = None,
     native_calls: Sequence[Any] | None = None,
     finish_reason: str | None = None,
     tool_format: str = "auto",
     reasoning_open: bool = False,
-    repair: RepairSpec = "bounded",
+    repair: RepairSpec | None = None,
+    strict_lane: bool = True,
 ) -> ParseOutcome:
     """Turn one raw model output into tool calls, content and reasoning.
 
@@ -78,16 +77,24 @@ def parse_tool_calls(
             reads as empty. It is typed ``object`` so that any other value gets the ``TypeError`` below, in the
             compiled build too.
         tools: the OpenAI tools list, bare function dicts, or ``{name: ToolSpec}``.
-        native_calls: the OpenAI ``tool_calls`` list a server already extracted; their ``arguments``
-            strings are decoded leniently and repaired like everything else.
+        reasoning: the reasoning the backend already split off (``Completion.reasoning``), when ``text`` is
+            the content alone. Its calls are recovered, flagged ``in_reasoning``, only when there is no call
+            outside it; their spans then refer to this string.
+        native_calls: the ``tool_calls`` a server already extracted: OpenAI dicts, SDK objects or the
+            backend's ``NativeCall`` values; their ``arguments`` strings are decoded leniently and repaired
+            like everything else.
         finish_reason: the server's finish reason; ``"length"`` turns a call cut off at the end into a
             ``Truncated`` candidate instead of a malformed one.
         tool_format: ``"auto"`` (run every format whose markers appear) or one name of
             ``tooldispatch.parsing.formats.FORMATS`` (``hermes``, ``mistral``, ``harmony``, ...).
         reasoning_open: the prompt already opened a reasoning block (``<think>``), so the output starts
             inside it.
-        repair: ``"bounded"``, ``"lossless"`` or ``"none"``, or a mapping from tool name to level (tools
-            not in it get ``"bounded"``).
+        repair: ``None`` (each tool's own ``ToolSpec.repair``: ``Registry.specs()`` gives side-effecting tools
+            ``lossless``), or ``"bounded"``, ``"lossless"`` or ``"none"`` for every tool, or a mapping from
+            declared tool name to level (tools not in it keep their own). The level also says where a call may
+            be found: only a ``bounded`` tool takes a call recovered from running text.
+        strict_lane: read the common well-formed shapes straight to their outcome (``parsing.lane``) before
+            the cascade; ``False`` runs the cascade alone (the outcome is the same: tests compare both).
 
     Returns:
         The calls, content, reasoning, every candidate with its bucket, the deepest stage needed and
@@ -98,34 +105,36 @@ def parse_tool_calls(
         ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
         TypeError: ``text`` is not a str (or ``None``).
     """
-    return _parse(text, tools, native_calls, finish_reason, tool_format, reasoning_open, repair, None, True)
+    return _parse(
+        text, tools, reasoning or "", native_calls, finish_reason, tool_format, reasoning_open, repair, strict_lane
+    )
 
 
 def _parse(
     text: object,
     tools: ToolsInput,
+    given_reasoning: str,
     native_calls: Sequence[Any] | None,
     finish_reason: str | None,
     tool_format: str,
     reasoning_open: bool,
-    repair: RepairSpec,
-    known: Known | None,
-    shapes: bool,
+    repair: RepairSpec | None,
+    strict_lane: bool,
 ) -> ParseOutcome:
-    """:func:`parse_tool_calls`; ``known``: ``<tool_call>`` blocks already read (see ``hermes.Known``).
-
-    ``shapes``: try the strict lane and the common shapes first; a caller that knows the text cannot be one
-    of them (see :func:`parse_from_blocks`) skips both.
-    """
-    forget_strict()  # each parse starts without the strict results of another (a store: this runs per parse)
-    if type(repair) is not str or repair not in _LEVELS:
+    """:func:`parse_tool_calls`."""
+    if repair is not None and (type(repair) is not str or repair not in _LEVELS):
         _check_repair(repair)
-    if shapes and not native_calls and tool_format in _TAG_ONLY_FORMATS and type(text) is str:
+    if strict_lane and not native_calls and tool_format in _TAG_ONLY_FORMATS and type(text) is str:
         # The strict lane looks names up itself (a value that is not a ToolSpec sends the text on).
         lookup = tools if type(tools) is dict else normalize_tools(tools)
         quick = strict_outcome(text, lookup, tool_format == "auto", reasoning_open)
-        if quick is not None:
+        if quick is not None and not given_reasoning:
             return quick
+        if quick is not None and quick.calls and FLAG_IN_REASONING not in quick.flags:
+            return ParseOutcome(
+                quick.calls, quick.content, _joined(given_reasoning, quick.reasoning), quick.candidates, quick.stage,
+                quick.flags,
+            )  # fmt: skip
         specs = lookup if lookup is not tools else normalize_tools(tools)
     else:
         specs = normalize_tools(tools)
@@ -133,29 +142,55 @@ def _parse(
         text = ""
     elif not isinstance(text, str):
         raise TypeError(f"text must be the model's output as a str, not {type(text).__name__}; decode bytes first")
-    natives: list[tuple[RawCall, str | None]] = []
-    inside: list[RawCall] = []
-    fast = None if native_calls or not shapes else _find_common(text, tool_format, reasoning_open)
-    if fast is not None:
-        outside, inside, content, reasoning = fast
-    else:
-        markers = scan_markers(text)
-        split = split_reasoning(text, reasoning_open=reasoning_open, markers=markers)
-        content_view = split.view("content")
+    markers = scan_markers(text)
+    split = split_reasoning(text, reasoning_open=reasoning_open, markers=markers)
+    content_view = split.view("content")
 
-        natives = read_native_calls(native_calls or ())
-        outside = _find(content_view, specs, tool_format, markers, known)
-        removed = [raw.span for raw in outside]
-        if natives:
-            # A server that extracted calls may also leave them in the text: count each once.
-            native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
-            outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
-        if not natives and not outside and split.has_reasoning:
-            inside = _find(split.view("reasoning"), specs, tool_format, markers, known)
-        content = _content(text, split.spans("content"), removed)
-        reasoning = split.reasoning
+    def delimited_only(name: str | None) -> bool:
+        # The tool's own level says whether it has side effects; a caller's level for every tool (``"none"`` to
+        # measure the stages without repair) does not.
+        return _level_for(name, specs, None) != "bounded"
+
+    natives = read_native_calls(native_calls or ())
+    outside, unsure = screen(content_view, _find(content_view, specs, tool_format, markers), delimited_only)
+    removed = [raw.span for raw in outside]
+    if natives:
+        # A server that extracted calls may also leave them in the text: count each once.
+        native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
+        outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
+    inside: list[RawCall] = []
+    if not natives and not outside and split.has_reasoning:
+        view = split.view("reasoning")
+        inside, unsure_inside = screen(view, _find(view, specs, tool_format, markers), delimited_only)
+        unsure += unsure_inside
+    if not natives and not outside and not inside and given_reasoning:
+        found = _find(given_reasoning, specs, tool_format, scan_markers(given_reasoning))
+        inside, unsure_given = screen(given_reasoning, found, delimited_only)
+        unsure += unsure_given
+    outside += [_unearned(raw, why) for raw, why in unsure]
+    outside.sort(key=_start)
+    content = _content(text, split.spans("content"), removed)
+    reasoning = _joined(given_reasoning, split.reasoning)
 
     return _outcome(natives, outside, inside, content, reasoning, specs, repair, finish_reason)
+
+
+def _joined(given: str, split: str) -> str:
+    """The reasoning the backend split off, then any the text itself held."""
+    given = given.strip()
+    return f"{given}\n{split}" if given and split else given or split
+
+
+def _start(raw: RawCall) -> int:
+    return raw.span[0]
+
+
+def _unearned(raw: RawCall, why: str) -> RawCall:
+    """The find kept as an ambiguous candidate: flagged ``in_prose``, with the reason it is not a call."""
+    return RawCall(
+        raw.span, raw.raw, raw.format, raw.stage, raw.name, raw.arguments, raw.arguments_text, raw.decode_error,
+        raw.truncated, raw.lenient, raw.flags | _IN_PROSE, why,
+    )  # fmt: skip
 
 
 def _outcome(
@@ -165,7 +200,7 @@ def _outcome(
     content: str,
     reasoning: str,
     specs: Mapping[str, ToolSpec],
-    repair: RepairSpec,
+    repair: RepairSpec | None,
     finish_reason: str | None,
 ) -> ParseOutcome:
     """Repair, validate and bucket the calls found, and build the outcome."""
@@ -207,221 +242,6 @@ def _built(calls: Sequence[ToolCall], content: str, reasoning: str, candidates: 
     return ParseOutcome(tuple(calls), content, reasoning, tuple(candidates), _STAGE_ORDER[deepest], flags)
 
 
-def parse_block(
-    text: str, specs: Mapping[str, ToolSpec], *, tool_format: str, repair: RepairSpec
-) -> tuple[ParseOutcome, bool]:
-    """``parse_tool_calls(text, specs, tool_format=..., repair=...)``, and whether it read plain hermes blocks.
-
-    The flag is true when the outcome came from closed ``<tool_call>`` blocks in plain text (the shape
-    :func:`~tooldispatch.parsing.formats.hermes.find_only_tool_call_tags` reads); :func:`assemble_blocks`
-    accepts such outcomes as parts of a longer text.
-    """
-    forget_strict()  # each parse starts without the strict results of another (a store: this runs per parse)
-    if tool_format in _TAG_ONLY_FORMATS and not contains(text, "think>"):
-        _check_repair(repair)
-        if TOOL_CALL_OPEN in text:
-            # With a block in the text, the strict lane answers only by reading hermes blocks in plain text.
-            lookup = specs if type(specs) is dict else dict(specs)
-            quick = strict_outcome(text, lookup, tool_format == "auto")
-            if quick is not None:
-                return quick, True
-            found = find_only_tool_call_tags(text)
-        elif ANCHORS.search(text) is None:
-            found = find_only_tool_call_tags(text)  # prose alone may still be that shape
-        else:
-            found = None  # no block, and something another stage reads: not that shape
-        if found is not None:
-            return _outcome((), found[0], (), found[1], "", specs, repair, None), True
-    return _parse(text, specs, None, None, tool_format, False, repair, None, True), False
-
-
-def assemble_blocks(
-    text: str,
-    blocks: Mapping[str, ParseOutcome],
-    *,
-    tool_format: str,
-    reasoning_open: bool,
-    finish_reason: str | None,
-) -> ParseOutcome | None:
-    """The outcome of ``parse_tool_calls(text, ...)`` built from outcomes of its blocks, else ``None``.
-
-    Args:
-        text: the whole output.
-        blocks: a block's text → its outcome from :func:`parse_block` with the same tools and options
-            (only outcomes whose flag was true).
-        tool_format: as for ``parse_tool_calls``.
-        reasoning_open: as for ``parse_tool_calls``.
-        finish_reason: as for ``parse_tool_calls``.
-
-    Returns:
-        The outcome, equal to the whole-text parse, when ``text`` is closed ``<tool_call>`` blocks in plain
-        text (the shape the cascade reads without its generic stages) and every block is in ``blocks``:
-        each call is then decoded, repaired and validated on its own, exactly as in the block's outcome,
-        so only the offsets, the call ids and the content change. ``None`` otherwise (parse the text).
-    """
-    if (
-        tool_format not in _TAG_ONLY_FORMATS
-        or reasoning_open
-        or finish_reason == "length"  # the only option a block's outcome was not computed with
-        or contains(text, "think>")
-    ):
-        return None
-    shape = tool_call_blocks(text)
-    if shape is None:
-        return None
-    found, content = shape
-    candidates: list[Candidate] = []
-    calls: list[ToolCall] = []
-    for begin, _, _, end in found:
-        part = blocks.get(text[begin:end])
-        if part is None:
-            return None
-        for c in part.candidates:
-            start, stop = c.span
-            candidates.append(
-                Candidate(
-                    c.raw, (start + begin, stop + begin), c.format, c.stage, c.bucket, c.name, c.arguments,
-                    c.repairs, c.error, c.flags,
-                )
-            )  # fmt: skip
-        for call in part.calls:
-            calls.append(
-                ToolCall(
-                    call.name, call.arguments, call.bucket, call.stage, call.flags, call.repairs,
-                    f"call_{len(calls)}", call.format,
-                )
-            )  # fmt: skip
-    return _built(calls, content, "", candidates)
-
-
-def parse_from_blocks(
-    text: str,
-    specs: Mapping[str, ToolSpec],
-    blocks: Mapping[str, ParseOutcome],
-    *,
-    tool_format: str,
-    reasoning_open: bool,
-    finish_reason: str | None,
-    repair: RepairSpec,
-    thinks: int = 0,
-) -> ParseOutcome:
-    """``parse_tool_calls(text, specs, ...)`` for a text some of whose ``<tool_call>`` blocks were read alone.
-
-    Args:
-        text: the whole output.
-        specs: the declared tools.
-        blocks: a block's text → its outcome from :func:`parse_block` with the same tools and options (only
-            outcomes whose flag was true).
-        tool_format: as for ``parse_tool_calls``.
-        reasoning_open: as for ``parse_tool_calls``.
-        finish_reason: as for ``parse_tool_calls``.
-        repair: as for ``parse_tool_calls``.
-        thinks: how many ``<think>`` tags the caller saw in ``text`` (a lower bound). The strict lane and the
-            common shapes read at most one think block, and a text with two ``<think>`` tags is neither (a
-            test checks both refuse it), so from two on they are not tried.
-
-    Returns:
-        The outcome of ``parse_tool_calls``: built from the blocks' outcomes when the text is only such blocks
-        in plain text (:func:`assemble_blocks`), else parsed with every block whose calls were accepted as
-        written (:func:`_as_read`) taken as read instead of decoded again.
-    """
-    assembled = assemble_blocks(
-        text, blocks, tool_format=tool_format, reasoning_open=reasoning_open, finish_reason=finish_reason
-    )
-    if assembled is not None:
-        return assembled
-    known: dict[str, list[RawCall]] = {}
-    for block, part in blocks.items():
-        calls = _as_read(block, part)
-        if calls is not None:
-            known[block] = calls
-    return _parse(text, specs, None, finish_reason, tool_format, reasoning_open, repair, known or None, thinks < 2)
-
-
-def _as_read(block: str, part: ParseOutcome) -> list[RawCall] | None:
-    """The calls ``hermes.read_block`` reads in ``block``, a closed ``<tool_call>`` block at offset 0, from its outcome.
-
-    Only an outcome whose every call was accepted as written (or with its arguments written as a JSON string,
-    the one tolerance the strict lane takes) tells them: its calls are the ones read, unchanged. ``None``
-    otherwise, and for a body the hermes reader does not own (the finders take a known block before asking
-    who owns its body).
-    """
-    if not part.candidates or not block.startswith(TOOL_CALL_OPEN) or not block.endswith(TOOL_CALL_CLOSE):
-        return None
-    if tool_call_body_kind(block, len(TOOL_CALL_OPEN), len(block) - len(TOOL_CALL_CLOSE)) != "hermes":
-        return None  # a body another format owns is read by it
-    body = block[len(TOOL_CALL_OPEN) : len(block) - len(TOOL_CALL_CLOSE)]
-    span = (0, len(block))
-    calls: list[RawCall] = []
-    for c in part.candidates:
-        if c.format != "hermes" or c.span != span or c.error is not None or c.flags or c.name is None:
-            return None
-        if c.bucket == "ok_strict" and not c.repairs:
-            calls.append(RawCall(span, block, "hermes", "strict", c.name, c.arguments, body))
-        elif c.bucket == "ok_fallback" and c.repairs == AS_STRING:
-            calls.append(RawCall(span, block, "hermes", "fallback", c.name, c.arguments, body, lenient=_STRING_FIX))
-        else:
-            return None
-    return calls
-
-
-def _find_common(
-    text: str, tool_format: str, reasoning_open: bool
-) -> tuple[list[RawCall], list[RawCall], str, str] | None:
-    """The calls outside and inside the reasoning, the content and the reasoning of a common shape, else ``None``.
-
-    The shapes: hermes blocks in plain text (or plain text alone), optionally after one leading
-    ``<think>`` block (whose blocks count when there are none outside it), or one bare Llama 3 JSON
-    output. Each is what the full cascade finds for it (a test compares them), without the marker
-    scan, the reasoning split and the fallback scan, which find nothing more there.
-    """
-    if tool_format in _JSON_FORMATS and not reasoning_open and text.lstrip().startswith("{"):
-        if contains_any(text, _REASONING_OR_TOKENS):
-            return None
-        # Lenient JSON, several calls, trailing prose or another shape: the cascade reads it (one read, not two).
-        calls = read_whole_json_call(text)
-        if not calls or any(is_schema_echo(raw.arguments) for raw in calls):
-            return None
-        return calls, [], "", ""
-    if tool_format not in _TAG_ONLY_FORMATS:
-        return None
-    if not ("think>" in text if len(text) < SHORT else contains(text, "think>")):
-        if reasoning_open:
-            return None
-        found = find_only_tool_call_tags(text)
-        return None if found is None else (found[0], [], found[1], "")
-    block = _leading_think(text)
-    if block is None:
-        return None
-    start, body, close = block
-    reasoning = text[body:close].strip()
-    if reasoning_open and not reasoning:
-        # A prompt-opened block closed at once leaves no reasoning segment: the cascade decides that.
-        return None
-    found = find_only_tool_call_tags(text, start)
-    if found is None:
-        return None
-    if found[0] or not reasoning:
-        return found[0], [], found[1], reasoning
-    # Nothing outside the reasoning: the cascade looks for calls inside it.
-    inner = find_only_tool_call_tags(text, body, close)
-    return None if inner is None else ([], inner[0], found[1], reasoning)
-
-
-def _leading_think(text: str) -> tuple[int, int, int] | None:
-    """Where the content starts, and the reasoning's bounds, for one ``<think>…</think>`` (or ``…</think>``) lead."""
-    close = text.find("</think>")
-    if close < 0:
-        return None
-    opener = text.find("<think>")
-    if opener >= 0 and (opener > close or text[:opener].strip()):
-        return None
-    if text.count("think>") != (1 if opener < 0 else 2):
-        return None
-    body = 0 if opener < 0 else opener + len("<think>")
-    return close + len("</think>"), body, close
-
-
 def _check_repair(repair: RepairSpec) -> None:
     if isinstance(repair, str):
         levels: Iterable[Any] = (repair,)
@@ -434,9 +254,7 @@ def _check_repair(repair: RepairSpec) -> None:
             raise ConfigError(f"unknown repair level {level!r}; use 'bounded', 'lossless' or 'none'")
 
 
-def _find(
-    view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str], known: Known | None = None
-) -> list[RawCall]:
+def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str]) -> list[RawCall]:
     """Strict finders, then the fallback on what they left, in text order.
 
     As in the strict stage, an unreadable call cut off at the end (``[f(`` never closed) yields to a
@@ -444,7 +262,7 @@ def _find(
     """
     if view.isspace() or not view:
         return []
-    strict = find_strict(view, tool_format, for_view(markers, view), known)
+    strict = find_strict(view, tool_format, for_view(markers, view))
     try:
         fallback = find_fallback(view, specs, exclude=[raw.span for raw in strict])
         for broken in [raw for raw in strict if raw.truncated and raw.decode_error is not None]:
@@ -465,15 +283,23 @@ def _key(name: str | None, arguments: Any) -> str:
         return f"{name}\x00{id(arguments)}"
 
 
-def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSpec) -> RepairLevel:
+def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSpec | None) -> RepairLevel:
+    """The repair level of a call to ``name``: the caller's for every tool, else the tool's own.
+
+    A name as written that is not declared takes the level of the tool it resolves to; one that resolves to
+    none gets ``lossless`` (it is rejected as unknown anyway).
+    """
     if isinstance(repair, str):
         return repair
-    if not name:
-        return "bounded"
-    if name in repair:
-        return repair[name]
-    resolved, _ = resolve_name(name, specs, level="bounded")
-    return repair.get(resolved, "bounded") if resolved is not None else "bounded"
+    spec = specs.get(name) if name is not None else None
+    if spec is None and name:
+        resolved, _ = resolve_name(name, specs, level="bounded")
+        spec = specs.get(resolved) if resolved is not None else None
+    if spec is None:
+        return "lossless"
+    if repair is not None:
+        return repair.get(spec.name, spec.repair)
+    return spec.repair
 
 
 def _valid_as_written(raw: RawCall, specs: Mapping[str, ToolSpec], flags: frozenset[str]) -> Candidate | None:
@@ -482,7 +308,13 @@ def _valid_as_written(raw: RawCall, specs: Mapping[str, ToolSpec], flags: frozen
     This is what :func:`_evaluate` concludes for such a call (``repair_call`` returns it unchanged after
     its compiled check), without building the intermediate results.
     """
-    if raw.lenient or raw.truncated or raw.decode_error is not None or type(raw.arguments) is not dict:
+    if (
+        raw.lenient
+        or raw.truncated
+        or raw.decode_error is not None
+        or raw.unearned is not None
+        or type(raw.arguments) is not dict
+    ):
         return None
     spec = specs.get(raw.name) if raw.name is not None else None
     if spec is None or spec.name != raw.name:
@@ -500,7 +332,7 @@ def _valid_as_written(raw: RawCall, specs: Mapping[str, ToolSpec], flags: frozen
 def _evaluate(
     raw: RawCall,
     specs: Mapping[str, ToolSpec],
-    repair: RepairSpec,
+    repair: RepairSpec | None,
     finish_reason: str | None,
     flags: frozenset[str],
     cache: dict[tuple[str | None, str, str], RepairResult] | None,
@@ -513,6 +345,8 @@ def _evaluate(
     )
     found_stage: Stage = "fallback" if raw.lenient else raw.stage
     args = raw.arguments if isinstance(raw.arguments, dict) else None
+    if raw.unearned is not None:
+        return _rejected(raw, flags, found_stage, "Ambiguous", args, tolerances, raw.unearned)
     if raw.truncated and (finish_reason == "length" or raw.decode_error is not None or _cut_off(raw)):
         why = "the output ended (finish_reason=length)" if finish_reason == "length" else "the output ended"
         return _rejected(

@@ -32,7 +32,6 @@ string bodies; brace and parenthesis matching is a single forward scan with a co
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import itertools
 import re
@@ -42,17 +41,22 @@ from typing import Any, Final
 
 from rapidfuzz.distance import Levenshtein
 
+from tooldispatch.parsing._fallback_values import (
+    PLACEHOLDER_TEXT,
+    is_placeholder_args,
+    is_schema_echo_object,
+    looks_like_schema,
+    parse_kwargs,
+)
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import (
     FIX_FENCE,
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
     SCAN_FIRST_MAX,
-    parse_python,
     raw_decode_at,
 )
-from tooldispatch.parsing.formats.pythonic import read_plain
-from tooldispatch.parsing.lenient import DQ_BODY, MAX_DEPTH, SQ_BODY, LenientJSONError, loads_lenient
+from tooldispatch.parsing.lenient import DQ_BODY, SQ_BODY, LenientJSONError, loads_lenient
 from tooldispatch.repair.names import resolve_name
 from tooldispatch.toolspec import ToolSpec
 
@@ -62,9 +66,6 @@ NAME_KEYS: Final = ("name", "function", "tool", "tool_name", "function_name", "a
 ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
 PLACEHOLDER_NAMES: Final = frozenset(
     {"tool_name", "function_name", "tool", "function", "name", "func_name", "your_tool", "example", "tool_call"}
-)
-_SCHEMA_KEYWORDS: Final = frozenset(
-    {"type", "description", "enum", "items", "properties", "anyOf", "oneOf", "$ref", "default"}
 )
 _WRAPPER_TAGS: Final = frozenset(
     {"toolcall", "toolcalls", "functioncall", "functioncalls", "tools", "tool", "toolcode"}
@@ -92,11 +93,12 @@ _SALVAGE_ARGS: Final = re.compile(
     r"[\"']?(?:arguments|parameters|args|input|tool_input|action_input|params)[\"']?[ \t]*:[ \t]*(?=[{\"'])"
 )
 _SALVAGE_KEYED: Final = re.compile(r"\{\s*[\"']?([A-Za-z_][\w.\-]{0,127})[\"']?[ \t]*:[ \t]*(?=\{)")
-_PLACEHOLDER_TEXT: Final = re.compile(r"\s*(?:\{\s*(?:\.\.\.|…)?\s*\}|\.\.\.|…|<[^<>]{0,40}>|\{\{[^{}]{0,40}\}\})\s*")
 _LIST_OPEN: Final = re.compile(r"\[\s*\Z")
 _LIST_CLOSE: Final = re.compile(r"\s*\]")
 _SEPARATOR: Final = re.compile(r"[\s,;]*")
 _WINDOW: Final = 256  # how far back a name outside its object is looked for
+# The tool's own name used as a tag around its arguments: ``<get_weather>{...}</get_weather>`` (exact names only).
+_NAME_TAG_BEFORE: Final = re.compile(r"<([A-Za-z_][\w.\-]{0,127})>\s*\Z")
 
 
 @dataclass(init=False, slots=True)
@@ -244,7 +246,7 @@ class _Region:
             salvaged = self._salvage(s, e, obj_text, str(exc), closed=closed)
             return [salvaged] if salvaged else []
         value = decoded.value
-        if not isinstance(value, dict) or _is_schema_echo(value):
+        if not isinstance(value, dict) or is_schema_echo_object(value):
             return []
         truncated = not decoded.complete and self.at_end and e == self.hi
         fixes = decoded.fixes
@@ -278,7 +280,7 @@ class _Region:
             resolved = self._anchor(key)
             if resolved is None or not isinstance(args, dict) or not self._keys_fit(resolved, args):
                 return None
-            if is_placeholder_args(args) or _looks_like_schema(args, self.tools[_canonical(resolved, self.tools)]):
+            if is_placeholder_args(args) or looks_like_schema(args, self.tools[_canonical(resolved, self.tools)]):
                 return None
             return _raw_call("json", resolved, args, obj_text, fixes=fixes, truncated=truncated)
         resolved = self._anchor(name)
@@ -291,7 +293,7 @@ class _Region:
         spec = self.tools[_canonical(resolved, self.tools)]
         if isinstance(args, str):
             return self._string_arguments(resolved, args, obj_text, fixes, truncated)
-        if is_placeholder_args(args) or _looks_like_schema(args, spec):
+        if is_placeholder_args(args) or looks_like_schema(args, spec):
             return None
         return _raw_call("json", resolved, args, obj_text, fixes=fixes, truncated=truncated)
 
@@ -299,7 +301,7 @@ class _Region:
         self, name: str, args: str, obj_text: str, fixes: tuple[str, ...], truncated: bool
     ) -> RawCall | None:
         """Arguments given as a JSON string: decode it leniently, keeping its own fixes."""
-        if _PLACEHOLDER_TEXT.fullmatch(args):
+        if PLACEHOLDER_TEXT.fullmatch(args):
             return None
         if not args.strip():
             return _raw_call("json", name, {}, obj_text, args_text=args, fixes=fixes, truncated=truncated)
@@ -330,8 +332,11 @@ class _Region:
         """An arguments object with the tool name written before it."""
         window_start = max(self.lo, s - _WINDOW)
         react = _REACT_BEFORE.search(self.text, window_start, s)
+        tag = None if react is not None else _NAME_TAG_BEFORE.search(self.text, max(self.lo, s - 160), s)
         if react is not None:
             fmt, name, start, paren = "react", react.group(1), react.start(), False
+        elif tag is not None and tag.group(1) in self.tools:
+            fmt, name, start, paren = "named_tag", tag.group(1), tag.start(), False
         else:
             found = _name_before(self.text, s, self.lo)
             if found is None:
@@ -343,13 +348,17 @@ class _Region:
         if resolved is None or is_placeholder_args(args):
             return None
         spec = self.tools[_canonical(resolved, self.tools)]
-        if not self._keys_fit(resolved, args) or _looks_like_schema(args, spec):
+        if not self._keys_fit(resolved, args) or looks_like_schema(args, spec):
             return None
         end = e
         if paren:
             close = _CLOSE_PAREN.match(self.text, e, self.hi)
             if close:
                 end = close.end()
+        elif fmt == "named_tag":
+            closing = re.compile(rf"\s*</{re.escape(name)}>").match(self.text, e, self.hi)
+            if closing:
+                end = closing.end()
         call = _raw_call(fmt, resolved, args, obj_text, fixes=fixes, truncated=truncated)
         return _Found(start, end, call)
 
@@ -367,12 +376,12 @@ class _Region:
         if resolved is None:
             return None
         args_text = _value_text(obj_text, args_m.end())
-        if _PLACEHOLDER_TEXT.fullmatch(args_text):
+        if PLACEHOLDER_TEXT.fullmatch(args_text):
             return None
         if args_text.startswith(("'", '"')):
             with contextlib.suppress(LenientJSONError):
                 args_text = str(loads_lenient(args_text).value)
-            if _PLACEHOLDER_TEXT.fullmatch(args_text):
+            if PLACEHOLDER_TEXT.fullmatch(args_text):
                 return None
         try:
             inner = loads_lenient(args_text)
@@ -427,7 +436,7 @@ class _Region:
         return (_Found(start, close, call) if call is not None else None), close
 
     def _python_call(self, name: str, inner: str) -> RawCall | None:
-        parsed = _parse_kwargs(inner)
+        parsed = parse_kwargs(inner)
         if parsed is None:
             return None
         if not parsed and self.tools[_canonical(name, self.tools)].required:
@@ -441,7 +450,7 @@ class _Region:
         if not self.at_end or not _KWARG_START.match(inner):
             return None
         for closer in (")", '")', "')", "])", '"])', "'])", "})", '"})', "'})"):
-            parsed = _parse_kwargs(inner + closer[:-1])
+            parsed = parse_kwargs(inner + closer[:-1])
             if parsed is not None:
                 return _raw_call(
                     "python_call", name, parsed, inner, args_text=inner, fixes=(FIX_INCOMPLETE,), truncated=True
@@ -690,7 +699,8 @@ def is_wrapper_name(raw: str) -> bool:
     return found
 
 
-# The answers for the tag names seen last (a model writes the same few tags over and over).
+# A pure cache of immutable results: the answers for the tag names seen last (a model writes the same few tags
+# over and over).
 _wrapper_names: dict[str, bool] = {}
 _WRAPPER_NAMES_KEPT: Final = 256
 
@@ -727,103 +737,6 @@ def _name_before(text: str, s: int, lo: int) -> tuple[str, int, bool] | None:
         k -= 2
     named = _name_ending_at(text, k, lo)
     return None if named is None else (named[0], named[1], paren)
-
-
-# -- value checks -------------------------------------------------------------------------------------
-
-
-def _is_schema_echo(value: Mapping[str, Any]) -> bool:
-    """A tool declaration copied back (``{"type": "function", "function": {... "parameters": schema}}``)."""
-    fn = value.get("function")
-    if value.get("type") == "function" and isinstance(fn, dict):
-        return _is_schema(fn.get("parameters"))
-    return "description" in value and _is_schema(value.get("parameters"))
-
-
-def _is_schema(value: Any) -> bool:
-    if not isinstance(value, dict):
-        return False
-    props = value.get("properties")
-    if not isinstance(props, dict):
-        return False
-    if value.get("type") == "object" or isinstance(value.get("required"), list):
-        return True
-    return bool(props) and all(isinstance(p, dict) and _SCHEMA_KEYWORDS.intersection(p) for p in props.values())
-
-
-def _looks_like_schema(args: Any, spec: ToolSpec) -> bool:
-    """Arguments that are a JSON Schema rather than values (unless the tool takes such keys)."""
-    if not isinstance(args, dict) or "properties" in spec.properties:
-        return False
-    return _is_schema(args)
-
-
-def is_placeholder_args(args: Any) -> bool:
-    """``{...}``-style stand-ins, or an object whose every value is one (``{"city": "..."}``)."""
-    if isinstance(args, str):
-        return bool(_PLACEHOLDER_TEXT.fullmatch(args))
-    if isinstance(args, dict) and args:
-        return all(isinstance(v, str) and _PLACEHOLDER_TEXT.fullmatch(v) for v in args.values())
-    return False
-
-
-def _parse_kwargs(inner: str) -> dict[str, Any] | None:
-    """Keyword arguments of a python call with literal values, or ``None`` when they are not that."""
-    plain = read_plain(f"_f({inner})")  # the common case, without ast; it reads values as the walk below does
-    if plain is not None and len(plain) == 1:
-        return plain[0].arguments
-    return _kwargs_with_ast(inner)
-
-
-def _kwargs_with_ast(inner: str) -> dict[str, Any] | None:
-    """:func:`_parse_kwargs` through ``ast``, for any text."""
-    try:
-        tree = parse_python(f"_f({inner})", "eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    call = tree.body
-    if not isinstance(call, ast.Call) or call.args:
-        return None
-    out: dict[str, Any] = {}
-    for kw in call.keywords:
-        if kw.arg is None:
-            return None
-        try:
-            out[kw.arg] = _literal(kw.value, 0)
-        except ValueError:
-            return None
-    return out
-
-
-_NAMED_LITERALS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None, "none": None}
-
-
-def _literal(node: ast.expr, depth: int) -> Any:
-    """The value of a literal expression, walking the tree (never evaluating)."""
-    if depth > MAX_DEPTH:
-        raise ValueError("nested too deeply")
-    if isinstance(node, ast.Constant) and isinstance(node.value, str | int | float | bool | type(None)):
-        return node.value
-    if isinstance(node, ast.List | ast.Tuple):
-        return [_literal(e, depth + 1) for e in node.elts]
-    if isinstance(node, ast.Dict):
-        out: dict[str, Any] = {}
-        for k, v in zip(node.keys, node.values, strict=True):
-            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
-                raise ValueError("a dict key that is not a string")
-            out[k.value] = _literal(v, depth + 1)
-        return out
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = node.operand
-        if (
-            isinstance(operand, ast.Constant)
-            and isinstance(operand.value, int | float)
-            and not isinstance(operand.value, bool)
-        ):
-            return -operand.value if isinstance(node.op, ast.USub) else operand.value
-    if isinstance(node, ast.Name) and node.id in _NAMED_LITERALS:
-        return _NAMED_LITERALS[node.id]
-    raise ValueError(f"not a literal: {type(node).__name__}")
 
 
 # -- small helpers ------------------------------------------------------------------------------------

@@ -18,16 +18,17 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from tooldispatch.parsing._fallback_values import is_placeholder_args
 from tooldispatch.parsing._markers import PLAIN_ANY, SHORT, contains_any
 from tooldispatch.parsing._markers import find as find_marker
-from tooldispatch.parsing.fallback import is_placeholder_args
+from tooldispatch.parsing.earned import prose_refuses
 from tooldispatch.parsing.formats._common import (
     FIX_ARGUMENTS_STRING,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     is_placeholder,
 )
-from tooldispatch.parsing.lenient import remember_refusal, remember_value, scan_json, skip_json_space
+from tooldispatch.parsing.lenient import scan_json, skip_json_space
 from tooldispatch.repair.validate import Check, fast_check
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
@@ -59,6 +60,7 @@ _AS_WRITTEN: Final[dict[bool, tuple[Stage, Bucket, tuple[Repair, ...]]]] = {
 }
 _IDS: Final = tuple(f"call_{i}" for i in range(64))
 _OPEN_LEN, _CLOSE_LEN = len(TOOL_CALL_OPEN), len(TOOL_CALL_CLOSE)
+# A pure cache of immutable results: a tool's compiled check, by name, for the spec it was compiled from.
 _checks: dict[str, tuple[ToolSpec, Check]] = {}
 _MISSING: Final = object()
 
@@ -124,6 +126,8 @@ def _one_block(
     head, tail = text[start:begin], text[end:]
     if (head and not head.isspace() and _anchor(head)) or (tail and not tail.isspace() and _anchor(tail)):
         return None
+    if ((head and not head.isspace()) or (tail and not tail.isspace())) and prose_refuses(text, begin, end, start):
+        return None  # the prose around the block quotes, negates or supposes it
     call = _read_object(text[body:close], tools, True)
     if call is None:
         return None
@@ -210,6 +214,9 @@ def _blocks(
         if call is None:
             return None
         name, arguments, as_string = call
+        after = find_marker(text, TOOL_CALL_OPEN, close + _CLOSE_LEN, stop)
+        if prose_refuses(text, begin, close + _CLOSE_LEN, pos, after if after >= 0 else stop):
+            return None  # the prose around the block quotes, negates or supposes it
         pos = close + _CLOSE_LEN
         count = len(calls)
         ident = _IDS[count] if count < 64 else f"call_{count}"
@@ -220,7 +227,7 @@ def _blocks(
             Candidate(text[begin:pos], (begin, pos), HERMES, stage, bucket, name, arguments, repairs, None, flags)
         )
         calls.append(ToolCall(name, arguments, bucket, stage, flags, repairs, ident, HERMES))
-        begin = find_marker(text, TOOL_CALL_OPEN, pos, stop)
+        begin = after
     if pos < stop:
         tail = text[pos:stop]
         if not tail.isspace() and _anchor(tail):
@@ -340,12 +347,8 @@ def _read_object(payload: str, tools: dict[str, Any], hermes: bool) -> tuple[str
     except (ValueError, StopIteration, RecursionError):
         obj, end = None, -1
     if end != len(value) or type(obj) is not dict:
-        remember_refusal(payload)  # the stages after this one do not scan it again
         return None
-    call = _call_of(obj, payload, tools, hermes)
-    if call is None:
-        remember_value(payload, obj)  # the cascade reads the call: it does not decode the payload again
-    return call
+    return _call_of(obj, payload, tools, hermes)
 
 
 def _call_of(

@@ -38,16 +38,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
-    "LAST_STRICT",
     "MAX_DEPTH",
     "NOT_JSON",
     "LenientJSONError",
     "LenientResult",
-    "forget_strict",
     "loads_lenient",
     "loads_strict",
-    "remember_refusal",
-    "remember_value",
     "scan_json",
     "skip_json_space",
     "strict_value",
@@ -221,48 +217,13 @@ def _scan_whole(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:
 
 NOT_JSON: Final[Any] = object()
 """What :func:`strict_value` returns for a text ``json.loads`` refuses."""
-LAST_STRICT: Final[list[Any]] = ["", NOT_JSON]
-"""The last text tried as strict JSON and what came of it, in a two-item list; ``parse_tool_calls`` empties it
-first (:func:`forget_strict`).
-
-The cascade tries one text as strict JSON at several stages (the strict lane, the common shapes, the
-format's finder); each try after the first is answered here, without the scan and the exception. The second
-item is :data:`NOT_JSON` for a text ``json.loads`` refuses, or the value of a text the strict lane decoded and
-then left to the cascade (handed to the next :func:`strict_value` of that text, once, so that no two callers
-share it). A result never changes, so the slot is never stale, and emptying it at the start of each parse keeps
-one parse from gaining from another.
-"""
-
-
-def forget_strict() -> None:
-    """Empty :data:`LAST_STRICT` (at the start of a parse)."""
-    LAST_STRICT[0] = ""
-    LAST_STRICT[1] = NOT_JSON
-
-
-def remember_refusal(text: str) -> None:
-    """Note that ``json.loads(text)`` fails (the caller saw it), for :func:`strict_value`."""
-    LAST_STRICT[0] = text
-    LAST_STRICT[1] = NOT_JSON
-
-
-def remember_value(text: str, value: Any) -> None:
-    """Note that ``json.loads(text)`` gives ``value``, which the caller decoded and does not keep."""
-    LAST_STRICT[0] = text
-    LAST_STRICT[1] = value
 
 
 def strict_value(text: str) -> Any:
-    """``json.loads(text)``, or :data:`NOT_JSON` where it raises (a text just tried is answered at once)."""
-    if text == LAST_STRICT[0]:
-        value = LAST_STRICT[1]
-        if value is not NOT_JSON:
-            forget_strict()  # a decoded value goes to one caller only
-        return value
+    """``json.loads(text)``, or :data:`NOT_JSON` where it raises."""
     try:
         return loads_strict(text)
     except (ValueError, RecursionError):
-        remember_refusal(text)
         return NOT_JSON
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.formats._common import FIX_ARGUMENTS_STRING, decode_json
+from tooldispatch.parsing.formats._common import FIX_ARGUMENTS_STRING, FIX_FENCE, Decoded, decode_json, strip_fence
 from tooldispatch.repair.types import is_mapping
 
 FORMAT: Final = "openai"
@@ -38,7 +38,10 @@ def read_native_calls(native_calls: Iterable[Any]) -> list[tuple[RawCall, str | 
         if raw_args is None or (isinstance(raw_args, str) and not raw_args.strip()):
             call = RawCall((-1, -1), raw, FORMAT, "native", name, arguments={}, arguments_text=raw_args)
         elif isinstance(raw_args, str):
-            decoded = decode_json(raw_args)
+            payload, fence = _without_fence(raw_args)
+            decoded = decode_json(payload)
+            if fence and decoded.error is None:
+                decoded = Decoded(decoded.value, (FIX_FENCE, *decoded.fixes), decoded.error, decoded.complete)
             if decoded.error is not None:
                 call = RawCall(
                     (-1, -1),
@@ -73,6 +76,17 @@ def read_native_calls(native_calls: Iterable[Any]) -> list[tuple[RawCall, str | 
             call = RawCall((-1, -1), raw, FORMAT, "native", name, arguments=raw_args)
         out.append((call, ident))
     return out
+
+
+def _without_fence(arguments: str) -> tuple[str, bool]:
+    """Arguments with the fence residue some servers leave: a whole ``json`` fence, or its ``json`` tag alone."""
+    head = arguments.lstrip()
+    if head.startswith("```"):
+        body, fenced = strip_fence(arguments)
+        return (body, True) if fenced else (head[3:].removeprefix("json").rstrip().removesuffix("```"), True)
+    if head.startswith("json") and head[4:5] in ("\n", "\r", " ") and head[4:].lstrip().startswith(("{", "[")):
+        return head[4:], True
+    return arguments, False
 
 
 def _raw_text(name: str | None, arguments: Any) -> str:

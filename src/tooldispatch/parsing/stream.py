@@ -7,17 +7,14 @@ How it stays linear: the parser keeps a scan position and looks only at new text
 through; text that may start a call (``<``, ``<tool``, ``[TOOL_``, ``{``, a declared tool name before ``(``,
 ``<|python``, a fence) is held back until it resolves. A held call segment is watched for its end (its closing
 tag or token, or the bracket that balances its first one) with a small state machine over the new text only,
-and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse_tool_calls`. At
-:meth:`StreamParser.close`, :attr:`StreamParser.outcome` equals ``parse_tool_calls(whole_text, ...)`` with
-the same options: when the output is closed ``<tool_call>`` blocks in plain text and each was parsed as its
-segment closed, it is built from those results (:func:`~tooldispatch.parsing.core.assemble_blocks`);
-otherwise the whole text is parsed once, and the blocks whose calls were accepted as written are taken as
-read instead of decoded again (:func:`~tooldispatch.parsing.core.parse_from_blocks`).
+and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse_tool_calls`. The tables
+and the trie are in :mod:`tooldispatch.parsing._stream_tables`. :attr:`StreamParser.outcome`, set by
+:meth:`StreamParser.close`, is ``parse_tool_calls(whole_text, ...)`` with the same options.
 
-Known limits of the early reports (the final outcome is always exact): a call found only inside the
-reasoning, a call after ``[TOOL_CALLS]`` or ``<|python_tag|>`` (formats with no closing marker) and a call
-whose closing marker never came are reported at ``close``, from the whole-text outcome. A ``</think>`` with no
-opener is only recognised when ``reasoning_open=True``. A call segment is parsed without the text around it,
+Known limits of the early reports (the final outcome is always exact): calls found only inside the
+reasoning, bare JSON and python calls (whose standing in prose only the whole text shows), calls after
+``[TOOL_CALLS]`` or ``<|python_tag|>`` and calls whose closing marker never came are reported at ``close``.
+A ``</think>`` with no opener is only recognised when ``reasoning_open=True``. A call segment is parsed alone,
 so a reported call's ``format``, ``stage`` or ``bucket`` may differ from the final outcome's, and markers mixed
 in odd ways (a tag opened inside a fence, harmony channels inside ``<think>``, a wrapper tag with more than 16
 spaces or tabs around its name) can make the early reports differ from the final calls.
@@ -27,13 +24,67 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Container, Iterable
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Final
 
 import regex
 
-from tooldispatch.parsing.core import parse_block, parse_from_blocks, parse_tool_calls
+from tooldispatch.parsing._stream_tables import (
+    _AFTER_LT,
+    _AFTER_WORD,
+    _ANYTHING,
+    _BALANCED,
+    _BALANCED_TABLE,
+    _BRACKET,
+    _BRACKET_CHARS,
+    _CLOSED,
+    _CLOSER_LAST,
+    _CLOSER_PATTERNS,
+    _CLOSER_STEPS,
+    _CLOSER_TABLE,
+    _CLOSERS,
+    _CLOSING,
+    _CONTENT,
+    _EVERY_ASCII,
+    _GATHER,
+    _HOLD,
+    _LIST_WORD,
+    _LITERAL_CLOSERS,
+    _LITERAL_OPENERS,
+    _NAME_START,
+    _NEWLINE,
+    _NO_ASCII,
+    _NO_STEPS,
+    _NOTHING,
+    _PLAIN_NAME,
+    _REASONING,
+    _REASONING_CLOSERS,
+    _REASONING_STOPS,
+    _REASONING_STOPS_NL,
+    _REASONING_TABLE,
+    _SEGMENT,
+    _STATIC_STARTS,
+    _STATIC_TRIGGERS,
+    _STOP,
+    _TAG_CLOSE,
+    _TAG_WORD,
+    _TAIL,
+    _TRAILING_WORD,
+    _UNDELIMITED,
+    _WORD,
+    _WORD_ASCII,
+    _WORD_RUN,
+    _WORD_TABLE,
+    _ascii_table,
+    _find_literal,
+    _mark_names,
+    _prefix_steps,
+    _Step,
+    _wordish,
+)
+from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.earned import cue_before, opens_quote
 from tooldispatch.parsing.fallback import is_wrapper_name
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE
 from tooldispatch.toolspec import ToolsInput, normalize_tools
@@ -99,192 +150,9 @@ class CallReady:
 
 
 StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady
-"""Every event :class:`StreamParser` emits."""
 
-# Every pattern below is searched without the regex package's timeout: each alternative matches a bounded
-# number of characters, so a search is linear in the text (and reading the clock would double its cost).
-
-# What may start a call (or reasoning, or a harmony header) in content. Each alternative is short and
-# bounded, so a partial match at the end of the text is held back only briefly, and re-searching the held
-# text as it grows stays linear overall (the cascade's tag pattern allows any run of spaces; here a run is
-# at most 16 long).
-_STATIC_TRIGGERS: Final = r"""
-    (?P<think><think>|\[THINK\])
-  | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
-  | (?P<harmony_junk><\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>)
-  | (?P<python_start><\|python_start\|>)
-  | (?P<open_ended>\[TOOL_CALLS\]|<\|python_tag\|>)
-  | (?P<deepseek><[｜|]tool[▁_ ]calls[▁_ ]begin[｜|]>)
-  | (?P<qwen_fn><function=)
-  | (?P<invoke><invoke[\s>])
-  | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]{0,16}[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]{0,16}\|?>)
-  | (?P<fence>```)
-  | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
-  | (?P<brace>\{)
-"""
-_REASONING_CLOSERS: Final = {"<think>": r"</think>", "[THINK]": r"\[/THINK\]", "harmony": r"<\|end\|>|<\|start\|>"}
-_CLOSER_PATTERNS: Final = {closer: regex.compile(closer) for closer in _REASONING_CLOSERS.values()}
-_TAG_CLOSE: Final = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
-_CLOSERS: Final = {
-    "python_start": re.compile(re.escape("<|python_end|>")),
-    "deepseek": re.compile(r"<[｜|]tool[▁_ ]calls[▁_ ]end[｜|]>"),
-    "qwen_fn": re.compile(re.escape("</function>")),
-    "invoke": re.compile(re.escape("</invoke>")),
-    "fence": re.compile(re.escape("```")),
-    "harmony_call": re.compile(r"<\|call\|>|<\|end\|>|<\|return\|>"),
-}
-_TAIL: Final = 64  # how much of a segment is kept to find a closing marker split across deltas
-
-_CONTENT, _REASONING, _SEGMENT, _CLOSED = range(4)
-_STATIC_STARTS: Final = frozenset("<[{`")
-_REASONING_STOPS: Final = frozenset("<[")  # every reasoning closer starts with one of these
-_BALANCED: Final = frozenset({"brace", "list", "name"})
-_BRACKET_CHARS: Final = frozenset("{}[]()\"'\\")
-_CLOSING: Final = frozenset("}])")  # a balanced segment can only end at one of these
-_CLOSER_LAST: Final = frozenset(">`")  # every closing marker of a held segment ends with one of these
-_NOTHING: Final[frozenset[str]] = frozenset()
-# Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
-# would only say "partial match at the start", so it is skipped.
-_LITERAL_OPENERS: Final = ("<tool_call>", "<think>")
-_LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
-_NO_STEPS: Final[dict[str, _Step]] = {}  # shared, never changed
-_HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
-_NEWLINE: Final = frozenset("\n")
-_REASONING_STOPS_NL: Final = _REASONING_STOPS | _NEWLINE
 _NO_EVENTS: Final[tuple[StreamEvent, ...]] = ()
-
-
-class _Anything:
-    """The stop set of a state that gathers nothing: it holds every character."""
-
-    __slots__ = ()
-
-    def __contains__(self, item: object) -> bool:
-        return True
-
-
-_ANYTHING: Final = _Anything()
-
-
-def _ascii_table(stops: frozenset[str], names: frozenset[str] = _NOTHING) -> bytes:
-    """What :meth:`StreamParser.feed` does with each ASCII character, by code point.
-
-    0: gather it; 1: a stop (``stops``); 2: the first letter of a declared name (``names``), a stop unless it
-    continues a word; 3: a newline among the stops, gathered and then given out with what was gathered. (4 is
-    the balanced segments' bracket, and 5 every character of a word that may begin a declared name.)
-    """
-    return bytes(
-        (3 if char == "\n" else 1 if char in _STATIC_STARTS or char not in names else 2) if char in stops else 0
-        for char in map(chr, range(128))
-    )
-
-
-_EVERY_ASCII: Final = bytes([1]) * 128
-_WORD_TABLE: Final = bytes([5]) * 128  # a word that may begin a declared name: each character is looked at
-_NO_ASCII: Final = bytes(128)
-_REASONING_TABLE: Final = _ascii_table(_REASONING_STOPS_NL)
-# A balanced segment's table: 4 for a bracket, a quote or a backslash (tracked as it is gathered), 0 for the rest.
-_BALANCED_TABLE: Final = bytes(4 if char in _BRACKET_CHARS else 0 for char in map(chr, range(128)))
-_CLOSER_TABLE: Final = _ascii_table(_CLOSER_LAST)
-# Held texts the trigger search would only call "a partial match at the start": an unfinished tag name, an
-# unfinished word after "[" (a pythonic list, [TOOL_CALLS], [THINK]). No alternative completes inside them.
-# The patterns with ``\w`` use the regex package, so that a word character is one for the trigger search too.
-_TAG_WORD: Final = re.compile(r"<[A-Za-z][A-Za-z0-9_\-]{0,29}")
-_LIST_WORD: Final = regex.compile(r"\[[A-Za-z_][\w.]{0,63}")
-# What may follow "<" in a trigger: a "<" followed by anything else starts none.
-_AFTER_LT: Final = frozenset("|｜ \tABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_WORD_RUN: Final = regex.compile(r"[\w.]+")  # no declared name starts inside it (a name never continues a word)
-_PLAIN_NAME: Final = re.compile(r"[\w.\-]+")  # a declared name the trigger search can hold back letter by letter
-_WORD_ASCII: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")  # ASCII [\w.]
-_AFTER_WORD: Final = frozenset("-<[{`")  # after a word: a name character, or a trigger's start
-
-
-class _Step:
-    """A held prefix of a literal marker or a declared name: where each next character leads.
-
-    Attributes:
-        text: the prefix.
-        marker: the prefix is a whole literal marker (one of ``_COMPLETE``), acted on at once.
-        next: each character that keeps it a strict prefix (or makes a whole marker) → that step.
-        ends: the characters that make it a whole declared name (see :func:`_mark_names`).
-        named: a declared name is a prefix of it (itself included).
-        dash: it holds a ``-`` (a name may follow one inside a word).
-    """
-
-    __slots__ = ("dash", "ends", "marker", "named", "next", "text")
-
-    def __init__(self, text: str, marker: bool) -> None:
-        self.text = text
-        self.marker = marker
-        self.next: dict[str, _Step] = {}
-        self.ends: frozenset[str] = _NOTHING
-        self.named = False
-        self.dash = "-" in text
-
-
-def _prefix_steps(literals: Iterable[str]) -> dict[str, dict[str, _Step]]:
-    """For each strict prefix of the literals (the empty one too), where each next character leads.
-
-    The empty prefix leads to the first characters (ASCII ones: :meth:`StreamParser.feed` looks a declared
-    name's first letter up only after its ASCII word check), and the last character of a literal marker
-    (one of ``_COMPLETE``) leads to the whole marker.
-    """
-    steps: dict[str, _Step] = {"": _Step("", False)}
-    for lit in literals:
-        for k in range(1, len(lit) + 1):
-            if k < len(lit) or lit in _COMPLETE:
-                steps.setdefault(lit[:k], _Step(lit[:k], k == len(lit)))
-    for lit in literals:
-        last = len(lit) if lit in _COMPLETE else len(lit) - 1
-        for k in range(0 if lit[0] < "\x80" else 1, last):
-            steps[lit[:k]].next[lit[k]] = steps[lit[: k + 1]]
-    return {text: step.next for text, step in steps.items() if not step.marker}
-
-
-def _mark_names(root: dict[str, _Step], names: Iterable[str]) -> None:
-    """Note on the steps under ``root`` which characters end a declared name and which hold one as a prefix.
-
-    A name that is a prefix of a step's text is that step or one above it, so ``named`` passes down the trie.
-    """
-    whole = frozenset(names)
-    steps: dict[str, _Step] = {}
-    todo = [(step, False) for step in root.values()]
-    while todo:
-        step, above = todo.pop()
-        if step.text not in steps:
-            steps[step.text] = step
-            step.named = above or step.text in whole
-            todo.extend((after, step.named) for after in step.next.values())
-    for name in whole:
-        before = steps.get(name[:-1])
-        if before is not None:
-            before.ends = before.ends | {name[-1]}
-
-
-_COMPLETE: Final = frozenset({*_LITERAL_OPENERS, *_LITERAL_CLOSERS.values()})
-_CLOSER_STEPS: Final = {literal: _prefix_steps([literal]) for literal in _LITERAL_CLOSERS.values()}
-_TRAILING_WORD: Final = re.compile(r"(?<![\w.])[\w.\-]+\Z")
-
-
-def _find_literal(literal: str, text: str) -> tuple[int, int, bool] | None:
-    """What a partial search for ``literal`` finds in ``text``: (start, end, partial), or ``None``.
-
-    The first occurrence, else the longest end of the text that begins ``literal`` (a partial match; the
-    search's empty partial match at the very end holds nothing back, so it is ``None`` here). Exact for
-    literals that do not overlap themselves, as every literal closer here.
-    """
-    at = text.find(literal)
-    if at >= 0:
-        return at, at + len(literal), False
-    for start in range(max(0, len(text) - len(literal) + 1), len(text)):
-        if literal.startswith(text[start:]):
-            return start, len(text), True
-    return None
-
-
-def _wordish(char: str) -> bool:
-    """True when a name cannot start right after ``char`` (it would continue a word)."""
-    return bool(char) and (char.isalnum() or char in "_.")
+"""Every event :class:`StreamParser` emits."""
 
 
 class StreamParser:
@@ -312,7 +180,7 @@ class StreamParser:
         *,
         tool_format: str = "auto",
         reasoning_open: bool = False,
-        repair: RepairSpec = "bounded",
+        repair: RepairSpec | None = None,
     ) -> None:
         self._specs = normalize_tools(tools)
         self._tool_format = tool_format
@@ -328,16 +196,14 @@ class StreamParser:
         # For a held text that is a strict prefix of ``<tool_call>``, ``<think>`` or a declared name (one the trigger
         # search holds back letter by letter), the characters that keep it one.
         self._opener_steps = _prefix_steps([*_LITERAL_OPENERS, *(n for n in spelled if _PLAIN_NAME.fullmatch(n))])
-        # A word that begins with a declared name's first letter is gathered as it comes while it still begins one
-        # (``_word_at``: where it starts in ``_hold``, -1 for none; ``_word``: its step): most such words turn out
-        # to be prose. Only when every name can be held letter by letter.
+        # A word that begins a declared name is gathered while it still begins one (``_word_at``: its start in
+        # ``_hold``, -1 for none; ``_word``: its step), when every name can be held letter by letter.
         plain = bool(spelled) and all(_PLAIN_NAME.fullmatch(n) for n in spelled)
         self._words: dict[str, _Step] | None = self._opener_steps[""] if plain else None
         if plain:
             _mark_names(self._opener_steps[""], spelled)
         self._word_at = -1
         self._word = _Step("", False)
-        self._thinks = 0  # ``<think>`` tags met in the content (see ``core.parse_from_blocks``)
         self._maybe_trigger = re.compile(r"[<\[{`]" + (rf"|(?<![\w.])(?:functions\.)?(?:{names})" if names else ""))
         self._content_stops = _STATIC_STARTS | self._name_starts
         self._content_stops_nl = self._content_stops | _NEWLINE
@@ -349,9 +215,6 @@ class StreamParser:
         self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
-        # The outcome of each call segment read as plain hermes blocks, by its text: close() builds the final
-        # outcome from them when the whole text is such blocks in plain text.
-        self._parts: dict[str, ParseOutcome] = {}
         self._outcome: ParseOutcome | None = None
         # The call segment being held.
         self._seg: list[str] = []
@@ -390,14 +253,14 @@ class StreamParser:
         if len(delta) == 1:
             code = ord(delta)
             stop = self._stop_table[code] if code < 128 else int(delta in self._stops)
-            if stop == 2:  # a declared name's first letter starts nothing inside a word
+            if stop == _NAME_START:  # a declared name's first letter starts nothing inside a word
                 held = self._held
                 if _wordish(self._hold[held - 1] if held else self._last):
-                    stop = 0
+                    stop = _GATHER
                 else:
                     first = self._words.get(delta) if self._words is not None else None
                     if first is None or held >= _HOLD - 1:
-                        stop = 1
+                        stop = _STOP
                     else:  # a word that may begin a declared name: gathered while it does
                         self._hold[held] = delta
                         self._held = held + 1
@@ -407,13 +270,13 @@ class StreamParser:
                         self._stops = _ANYTHING
                         self._next = _NO_STEPS
                         return _NO_EVENTS
-            elif stop == 5:
+            elif stop == _WORD:
                 return self._word_char(delta)
-            elif stop == 4:  # a bracket, a quote or a backslash of a balanced segment: track it, gather it
+            elif stop == _BRACKET:  # a bracket, a quote or a backslash of a balanced segment: track it, gather it
                 if self._track(delta, self._seg_len + self._held):
                     return self._end_balanced(delta)
-                stop = 0
-            if stop != 1:
+                stop = _GATHER
+            if stop != _STOP:
                 # One character that changes nothing: gather it instead of one event (or one scan) per character
                 # (a newline gives out what was gathered).
                 held = self._held
@@ -692,15 +555,13 @@ class StreamParser:
         self._mode = _CLOSED
         self._next = _NO_STEPS
         whole = "".join(self._chunks)
-        self._outcome = parse_from_blocks(
+        self._outcome = parse_tool_calls(
             whole,
             self._specs,
-            self._parts,
             tool_format=self._tool_format,
             reasoning_open=self._reasoning_open,
             finish_reason=finish_reason,
             repair=self._repair,
-            thinks=self._thinks,
         )
         final = self._outcome.calls
         emitted = self._emitted
@@ -824,8 +685,6 @@ class StreamParser:
         return text[end:]
 
     def _enter_reasoning(self, closer: str) -> None:
-        if closer == "</think>":
-            self._thinks += 1  # a ``<think>`` tag opened it (``close()`` passes the count on)
         self._mode = _REASONING
         self._closer_literal = _LITERAL_CLOSERS.get(closer)
         self._reasoning_closer = _CLOSER_PATTERNS[closer]
@@ -903,23 +762,33 @@ class StreamParser:
         """Parse one held segment on its own and report its calls (or give it back as content)."""
         self._mode = _CONTENT
         self._seg = []
-        if finish_reason is None:
-            outcome, plain = parse_block(segment, self._specs, tool_format=self._tool_format, repair=self._repair)
-            if plain:
-                self._parts[segment] = outcome
-        else:
-            outcome = parse_tool_calls(
-                segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
-            )
+        outcome = parse_tool_calls(
+            segment, self._specs, finish_reason=finish_reason, tool_format=self._tool_format, repair=self._repair
+        )
         if not outcome.candidates:
             if segment:
                 self._events.append(ContentText(segment))
             return
         if outcome.content:
             self._events.append(ContentText(outcome.content))
-        if report_calls:
+        if report_calls and self._seg_kind not in _UNDELIMITED and not self._lead_refuses(segment):
             for call in outcome.calls:
                 self._emit_call(call)
+
+    def _lead_refuses(self, segment: str) -> bool:
+        """True when the text before the segment opens a quote, or negates, supposes or shows it as an example.
+
+        A cue after the segment (``..., but I will not``) is seen only by the whole-text parse at ``close``.
+        """
+        recent, size = [], 0
+        for chunk in reversed(self._chunks):
+            recent.append(chunk)
+            size += len(chunk)
+            if size > len(segment) + 2 * _TAIL + 256:
+                break
+        text = "".join(reversed(recent))
+        start = text.rfind(segment)
+        return start > 0 and (opens_quote(text, start) or cue_before(text, start))
 
     def _emit_call(self, call: ToolCall) -> None:
         if call.id is None or call.id.startswith("call_"):

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from tooldispatch.parsing.lenient import loads_strict
 from tooldispatch.repair.names import by_nearness, match_token, resolve_name
 from tooldispatch.repair.types import json_type
 from tooldispatch.repair.validate import fast_check, schema_errors
@@ -82,7 +81,7 @@ def _decode_arguments(arguments: Any, level: RepairLevel) -> tuple[Any, list[Rep
         if not isinstance(arguments, str) or level == "none":
             break
         try:
-            decoded = loads_strict(arguments)
+            decoded = json.loads(arguments)
         except (ValueError, RecursionError):
             break
         repairs.append(Repair("json_string", "", arguments, decoded))

@@ -9,12 +9,11 @@ string into a number it does not spell.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeGuard
-
-from tooldispatch.parsing.lenient import loads_strict
 
 JSON_TYPES: Final[dict[type, str]] = {
     str: "string",
@@ -115,7 +114,7 @@ def _from_string(text: str, wanted: str) -> tuple[bool, Any]:
         return True, stripped.lower() == "true"
     if wanted in ("object", "array") and stripped[:1] in ("{", "["):
         try:
-            decoded = loads_strict(stripped)
+            decoded = json.loads(stripped)
         except (ValueError, RecursionError):
             return False, None
         return (True, decoded) if json_type(decoded) == wanted else (False, None)

@@ -123,7 +123,8 @@ def test_markdown_table() -> None:
 
 
 def test_cli_prints_every_table_for_a_small_corpus(tmp_path: Path) -> None:
-    """``bench parser --markdown`` on a two-record corpus prints recovery, buckets, speed and the three ratios."""
+    """``bench parser --markdown`` on a two-record corpus prints recovery, buckets, speed, the three ratios and the
+    two figures against the model's pace."""
     from typer.testing import CliRunner
 
     from tooldispatch.cli import app
@@ -151,7 +152,13 @@ def test_cli_prints_every_table_for_a_small_corpus(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "| tooldispatch: + repair | 2/2 | 100.0% | 2/2 | 0 |" in result.output
     assert "| json.loads only (strict baseline) | 1/2 | 50.0% | 1/2 | 0 |" in result.output
-    for name in ("strict path / bare json.loads", "json_repair / full cascade, malformed", "StreamParser 1-char"):
+    for name in (
+        "strict path / bare json.loads",
+        "json_repair / full cascade, malformed",
+        "StreamParser 1-char",
+        "StreamParser p99 per 4-char delta / 1 % of a token's time",
+        "whole parse / 1 % of the turn's decode time",
+    ):
         assert name in result.output
 
 

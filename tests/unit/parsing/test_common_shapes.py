@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooldispatch.bench.parser import load_corpus
-from tooldispatch.parsing import core
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.toolspec import normalize_tools
 from tooldispatch.types import ParseOutcome
@@ -125,39 +124,33 @@ EDGES = [
 SPECS = normalize_tools(TOOLS)
 
 
-def _both(monkeypatch: pytest.MonkeyPatch, text: str, **kwargs: Any) -> tuple[ParseOutcome, ParseOutcome]:
+def _both(text: str, **kwargs: Any) -> tuple[ParseOutcome, ParseOutcome]:
     tools = kwargs.pop("tools", TOOLS)
-    quick = parse_tool_calls(text, tools, **kwargs)
-    with monkeypatch.context() as patch:
-        patch.setattr(core, "_find_common", lambda *args: None)
-        patch.setattr(core, "strict_outcome", lambda *args, **kwargs: None)
-        full = parse_tool_calls(text, tools, **kwargs)
-    return quick, full
+    return parse_tool_calls(text, tools, **kwargs), parse_tool_calls(text, tools, strict_lane=False, **kwargs)
 
 
 @pytest.mark.parametrize("text", EDGES)
 @pytest.mark.parametrize("reasoning_open", [False, True])
 @pytest.mark.parametrize("tools", [TOOLS, SPECS], ids=["list", "specs"])
-def test_edges_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, text: str, reasoning_open: bool, tools: Any) -> None:
+def test_edges_equal_full_cascade(text: str, reasoning_open: bool, tools: Any) -> None:
     """Near-miss shapes (prose anchors, reasoning, placeholders, echoes, lists) parse as the cascade does."""
-    quick, full = _both(monkeypatch, text, reasoning_open=reasoning_open, tools=tools)
+    quick, full = _both(text, reasoning_open=reasoning_open, tools=tools)
     assert quick == full
 
 
 @pytest.mark.parametrize("tool_format", ["hermes", "qwen", "llama3_json", "json", "mistral"])
-def test_named_formats_equal_full_cascade(monkeypatch: pytest.MonkeyPatch, tool_format: str) -> None:
+def test_named_formats_equal_full_cascade(tool_format: str) -> None:
     """A named tool_format takes the shortcut only for its own shape, with the cascade's outcome."""
     for text in EDGES:
         for tools in (TOOLS, SPECS):
-            quick, full = _both(monkeypatch, text, tool_format=tool_format, tools=tools)
+            quick, full = _both(text, tool_format=tool_format, tools=tools)
             assert quick == full, text
 
 
-def test_corpus_equals_full_cascade(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_corpus_equals_full_cascade() -> None:
     """Every labelled corpus output parses to the same outcome with and without the shortcut."""
     for record in load_corpus(CORPUS):
         quick, full = _both(
-            monkeypatch,
             record.text,
             tools=record.tools,
             native_calls=record.native_calls,
@@ -165,22 +158,6 @@ def test_corpus_equals_full_cascade(monkeypatch: pytest.MonkeyPatch) -> None:
             reasoning_open=record.reasoning_open,
         )
         assert quick == full, record.id
-
-
-def test_shortcut_answers_for_plain_hermes_and_bare_json() -> None:
-    """The shortcut reads plain hermes blocks, prose, a leading think block and bare Llama JSON itself."""
-    answered = [
-        core._find_common(text, "auto", False) is not None
-        for text in (
-            EDGES[1],
-            EDGES[3],
-            CALL,
-            "Plain prose.",
-            f"<think><tool_call>{CALL}</tool_call></think>",
-            f"<tool_call>{CALL}</tool_call> then {CALL}",
-        )
-    ]
-    assert answered == [True, True, True, True, True, False]
 
 
 def test_strict_lane_answers_for_the_common_well_formed_shapes() -> None:
@@ -248,14 +225,8 @@ def test_any_mix_of_pieces_equals_full_cascade(text: str, reasoning_open: bool, 
 
 
 def _cascade_only(text: str, tools: Any, **kwargs: Any) -> ParseOutcome:
-    """``parse_tool_calls`` with both shortcuts off (hypothesis tests cannot take the monkeypatch fixture)."""
-    original, lane = core._find_common, core.strict_outcome
-    core._find_common = lambda *args: None
-    core.strict_outcome = lambda *args, **kwargs: None
-    try:
-        return parse_tool_calls(text, tools, **kwargs)
-    finally:
-        core._find_common, core.strict_outcome = original, lane
+    """``parse_tool_calls`` with the strict lane off."""
+    return parse_tool_calls(text, tools, strict_lane=False, **kwargs)
 
 
 _RECORDS = [r for r in load_corpus(CORPUS) if r.tools_ref == "weather"]

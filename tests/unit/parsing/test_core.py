@@ -450,7 +450,7 @@ def test_markers_inside_a_hermes_string_value_are_text(value: str) -> None:
     ("text", "bucket", "fmt"),
     [
         ('[get_weather(city="Par\\<is")]', "ok_strict", "pythonic"),
-        ('Calling get_weather(city="Par\\<is") now.', "ok_fallback", "python_call"),
+        ('Calling get_weather(city="Par\\<is")', "ok_fallback", "python_call"),
     ],
 )
 def test_python_call_with_an_invalid_escape_reads_under_any_warning_filter(text: str, bucket: str, fmt: str) -> None:
@@ -459,3 +459,27 @@ def test_python_call_with_an_invalid_escape_reads_under_any_warning_filter(text:
         warnings.simplefilter("error")
         out = parse_tool_calls(text, TOOLS)
     assert _summary(out) == [("get_weather", {"city": "Par\\<is"}, bucket, fmt)]
+
+
+def test_reasoning_the_backend_split_is_taken_as_given() -> None:
+    """reasoning=: a call only in it is recovered (in_reasoning); a call in the content wins; it is the outcome's."""
+    from tooldispatch.backends.base import NativeCall
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    block = '<tool_call>{"name": "get_weather", "arguments": {"city": "%s"}}</tool_call>'
+    inside = parse_tool_calls("Let me check.", tools, reasoning=block % "Oslo")
+    assert [(c.name, c.arguments, sorted(c.flags)) for c in inside.calls] == [
+        ("get_weather", {"city": "Oslo"}, ["in_reasoning"])
+    ]
+    assert (inside.content, inside.reasoning) == ("Let me check.", block % "Oslo")
+    outside = parse_tool_calls(block % "Rome", tools, reasoning=f"Maybe {block % 'Oslo'}")
+    assert [(c.name, c.arguments, c.flags) for c in outside.calls] == [("get_weather", {"city": "Rome"}, frozenset())]
+    assert outside.reasoning == f"Maybe {block % 'Oslo'}"
+    joined = parse_tool_calls(f"<think>{block % 'Oslo'}</think>Let me check.", tools)
+    assert [(c.name, c.arguments, c.flags) for c in joined.calls] == [
+        (c.name, c.arguments, c.flags) for c in inside.calls
+    ]
+    native = parse_tool_calls(
+        "", tools, reasoning="thinking", native_calls=[NativeCall("n1", "get_weather", '{"city": "Lima"}')]
+    )
+    assert [(c.id, c.arguments) for c in native.calls] == [("n1", {"city": "Lima"})]

@@ -347,3 +347,30 @@ def test_arbitrary_unicode_never_raises(text: str) -> None:
     for call in find_fallback(text, TOOLS):
         assert previous_end <= call.span[0] < call.span[1] <= len(text)
         previous_end = call.span[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "fmt"),
+    [
+        ('<get_weather>{"city": "Paris"}</get_weather>', (0, 44), "named_tag"),
+        ('<toolcall><get_weather>{"city": "Paris"}</get_weather></toolcall>', (0, 65), "tag:named_tag"),
+        ('<get_weather>\n{"city": "Paris"}\n</get_weather>', (0, 46), "named_tag"),
+    ],
+)
+def test_the_tools_own_name_as_the_tag_around_its_arguments(text: str, span: tuple[int, int], fmt: str) -> None:
+    """<NAME>{json}</NAME> (inside a wrapper tag or not) is one call to NAME spanning both tags."""
+    assert summary(one(text)) == (
+        span,
+        fmt,
+        "get_weather",
+        PARIS,
+        ("wrapper_tag",) if fmt.startswith("tag:") else (),
+        False,
+        None,
+    )
+
+
+def test_a_tag_that_is_no_declared_name_is_not_a_call() -> None:
+    """Only a declared name, exactly, makes a tag a call's wrapper."""
+    assert find_fallback('<weather>{"city": "Paris"}</weather>', TOOLS) == []
+    assert find_fallback('<b>{"city": "Paris"}</b>', TOOLS) == []

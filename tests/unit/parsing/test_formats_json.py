@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import gemma, hermes, llama, mistral
 
@@ -258,3 +260,36 @@ def test_every_placeholder_mark_holds_what_the_quick_check_looks_for() -> None:
         assert "<" in mark or "{..." in mark
         assert _common.is_placeholder(None, f'{{"name": "x", "arguments": {mark}}}')
     assert not _common.is_placeholder(None, '{"name": "x", "arguments": {"a": "{.."}}')
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt"),
+    [
+        (
+            '{"name": "get_weather", "parameters": {{"name": "get_weather", "parameters": {"city": "Paris"}}',
+            "llama3_json",
+        ),
+        (
+            '<tool_call>{"name": "get_weather", "arguments": {{"name": "get_weather", "arguments": {"city": "Paris"}}'
+            "</tool_call>",
+            "hermes",
+        ),
+    ],
+)
+def test_a_call_begun_twice_is_one_call_read_from_its_second_opening(text: str, fmt: str) -> None:
+    """{"name": "f", "parameters": {{"name": "f", "parameters": {...}} is one call to f (duplicated_opener)."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    outcome = parse_tool_calls(text, tools)
+    assert [(c.name, c.arguments, c.bucket, c.format, [r.before for r in c.repairs]) for c in outcome.candidates] == [
+        ("get_weather", {"city": "Paris"}, "ok_fallback", fmt, ["duplicated_opener"])
+    ]
+
+
+def test_a_second_opening_of_another_tool_is_not_taken_as_the_same_call() -> None:
+    """Only the same name opened twice is read as one call; another name inside stays what it was."""
+    from tooldispatch.parsing.formats._common import _DUPLICATED_OPENER
+
+    assert _DUPLICATED_OPENER.match('{"name": "f", "parameters": {{"name": "g", "parameters": {}}') is None
+    assert _DUPLICATED_OPENER.match('{"name": "f", "parameters": {{"name": "f", "parameters": {}}') is not None

@@ -252,6 +252,8 @@ def test_deeply_nested_values_reach_ast_which_decides(depth: int) -> None:
 )
 def test_the_fallback_reads_keyword_arguments_as_ast_does(inner: str) -> None:
     """The fallback's keyword-argument reader (the quick reader first) agrees with its ast walk on any text."""
-    from tooldispatch.parsing import fallback
+    from tooldispatch.parsing import _fallback_values
 
-    assert json.dumps(fallback._parse_kwargs(inner)) == json.dumps(fallback._kwargs_with_ast(inner)), inner
+    assert json.dumps(_fallback_values.parse_kwargs(inner)) == json.dumps(_fallback_values._kwargs_with_ast(inner)), (
+        inner
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,3 +155,66 @@ def test_one_pass_finds_each_token_kind_where_its_own_pattern_does(text: str) ->
     for m in deepseek._ANY_TOKEN.finditer(text):
         one_pass[(m.lastindex or 1) - 1].append(m.span())
     assert one_pass == [[m.span() for m in _token(kind).finditer(text)] for kind in kinds]
+
+
+def test_kimi_k2_sections_read_every_call_with_its_name_and_span() -> None:
+    """Kimi K2: each call of a section is read (name from functions.NAME:IDX), the section tokens in the spans."""
+    from tooldispatch.parsing.formats import kimi
+
+    call_a = '<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>'
+    call_b = "<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
+    text = f"Checking. <|tool_calls_section_begin|>{call_a}{call_b}<|tool_calls_section_end|>"
+    found = kimi.find(text)
+    assert [(c.format, c.name, c.arguments, c.span) for c in found] == [
+        ("kimi_k2", "get_weather", {"city": "Paris"}, (10, 10 + len("<|tool_calls_section_begin|>") + len(call_a))),
+        ("kimi_k2", "get_time", {}, (len(text) - len(call_b) - len("<|tool_calls_section_end|>"), len(text))),
+    ]
+
+
+def test_kimi_k2_is_not_read_as_deepseek_and_has_its_tool_format_name() -> None:
+    """A Kimi K2 section gives its calls under auto and tool_format="kimi_k2", and no DeepSeek rejection."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    text = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+        '{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>'
+    )
+    for tool_format in ("auto", "kimi_k2", "kimi"):
+        outcome = parse_tool_calls(text, tools, tool_format=tool_format)
+        assert [(c.name, c.arguments, c.bucket, c.format) for c in outcome.candidates] == [
+            ("get_weather", {"city": "Oslo"}, "ok_strict", "kimi_k2")
+        ]
+        assert outcome.content == ""
+
+
+_NEVER = 'Never call get_weather[ARGS]{"city": "Paris"} here.'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "content"),
+    [
+        ('[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}', [("get_weather", {"city": "Paris"})], ""),
+        ('get_weather[ARGS]{"city": "Lyon"}', [("get_weather", {"city": "Lyon"})], ""),
+        ('get_weather[ARGS]{"city": "Nice"} More soon.', [("get_weather", {"city": "Nice"})], "More soon."),
+        (
+            'get_weather[ARGS]{"city": "Oslo"}[TOOL_CALLS]get_weather[ARGS]{"city": "Rome"}',
+            [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})],
+            "",
+        ),
+        (
+            'Never call get_weather[ARGS]{"city": "Paris"} here.',
+            [],
+            'Never call get_weather[ARGS]{"city": "Paris"} here.',
+        ),
+    ],
+)
+def test_mistral_args_forms_with_and_without_the_leading_token(text: str, expected: list[Any], content: str) -> None:
+    """NAME[CALL_ID]ID[ARGS]{json} and NAME[ARGS]{json} (no [TOOL_CALLS], prose after, joined by [TOOL_CALLS])."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    outcome = parse_tool_calls(text, tools)
+    assert [(c.name, c.arguments) for c in outcome.calls] == expected
+    assert all(c.format == "mistral" for c in outcome.calls)
+    assert outcome.content == content

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,3 +31,24 @@ def test_a_native_call_keeps_its_id_and_shows_its_arguments_as_sent() -> None:
         {"a": "é"},
         '{"name": "f", "arguments": "{\\"a\\": \\"\\\\u00e9\\"}"}',
     )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        'json\n{"city": "Paris"}',
+        '```json\n{"city": "Paris"}\n```',
+        '```\n{"city": "Paris"}\n```',
+        '```json\n{"city": "Paris"}',
+    ],
+)
+def test_native_arguments_with_fence_residue_are_read_with_the_fence_tolerance(arguments: str) -> None:
+    """A server's arguments string holding a json fence, or its json tag alone, reads as the object inside it."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    native = [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]
+    outcome = parse_tool_calls("", tools, native_calls=native)
+    assert [(c.name, c.arguments, c.bucket, c.id, [r.before for r in c.repairs]) for c in outcome.calls] == [
+        ("get_weather", {"city": "Paris"}, "ok_fallback", "c1", ["fence"])
+    ]

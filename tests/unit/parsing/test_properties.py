@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.parsing.earned import prose_refuses
 from tooldispatch.types import ParseOutcome
 
 # The declared names hold at least three of the letters q, v, w, x, z, which neither the generated prose
@@ -150,8 +151,11 @@ def test_ten_thousand_deep_brackets_return(openers: str, closed: bool, prefix: s
     days=st.integers(min_value=-(2**40), max_value=2**40),
 )
 def test_hermes_call_in_prose_is_found(before: str, after: str, symbol: str, days: int) -> None:
-    """A valid hermes call between any two pieces of prose (without angle brackets) is always recovered."""
+    """A valid hermes call between any two pieces of prose (without angle brackets) is always recovered, unless
+    that prose negates, supposes or quotes it (then it is content: ``parsing.earned``)."""
     arguments = {"symbol": symbol, "days": days}
     block = "<tool_call>" + json.dumps({"name": "quote_fx_vix", "arguments": arguments}) + "</tool_call>"
-    outcome = _parse(before + block + after)
+    text = before + block + after
+    assume(not prose_refuses(text, len(before), len(before) + len(block)))
+    outcome = _parse(text)
     assert ("quote_fx_vix", arguments) in [(c.name, c.arguments) for c in outcome.calls]

@@ -11,7 +11,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tooldispatch.parsing import stream as stream_module
+from tooldispatch.parsing import _stream_tables as stream_module
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import (
     CallReady,
@@ -120,14 +120,28 @@ def test_possible_call_prefixes_are_held_back_until_resolved() -> None:
     assert parser.close() == ()
 
 
-def test_a_call_at_the_very_start_is_held_and_reported() -> None:
-    """A python call that starts the output is held from its first character and reported when it closes."""
+def test_a_call_at_the_very_start_is_held_and_reported_at_close() -> None:
+    """A bare python call that starts the output is held from its first character and reported at close.
+
+    Whether a bare call stands alone or in prose shows only in the whole text (``parsing.earned``), so it is not
+    reported when its parenthesis closes.
+    """
     parser = StreamParser(TOOLS)
     assert [parser.feed(ch) for ch in 'get_weather(city="Paris"'] == [() for _ in range(24)]
-    events = parser.feed(")")
+    assert not any(isinstance(e, CallReady) for e in parser.feed(")"))
+    events = parser.close()
     assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, CallReady)] == [
         ("get_weather", {"city": "Paris"})
     ]
+
+
+def test_a_delimited_call_after_a_negation_is_not_reported_early() -> None:
+    """A <tool_call> block that the prose before it negates is never reported, early or at close."""
+    parser = StreamParser(TOOLS)
+    events = parser.feed(f"Never send {HERMES} to anyone.")
+    events += parser.close()
+    assert not any(isinstance(e, CallReady) for e in events)
+    assert parser.outcome is not None and parser.outcome.calls == ()
 
 
 def test_content_events_are_exactly_the_text_outside_calls() -> None:
@@ -496,4 +510,4 @@ def test_prose_with_many_names_streams_to_the_whole_text_outcome(text: str, size
     assert [(c.name, c.arguments) for c in whole.calls] == [
         (e.call.name, e.call.arguments) for e in events if isinstance(e, CallReady)
     ]
-    assert whole.calls, "each text holds calls"
+    assert whole.candidates, "each text holds call-like text (calls, or calls in mid-prose kept as Ambiguous)"

@@ -20,6 +20,7 @@ from tooldispatch.parsing.formats import (
     glm,
     harmony,
     hermes,
+    kimi,
     llama,
     mistral,
     pythonic,
@@ -38,24 +39,22 @@ class Format:
         markers: markers of ``tooldispatch.parsing._markers`` of which one must appear for ``auto`` to run
             the finder.
         find: the finder.
-        find_known: the finder that also takes blocks already read (see ``hermes.Known``), for the
-            formats that read ``<tool_call>`` blocks.
     """
 
     name: str
     markers: tuple[str, ...]
     find: Callable[[str], list[RawCall]]
-    find_known: Callable[[str, hermes.Known], list[RawCall]] | None = None
 
 
 FORMATS: Final[dict[str, Format]] = {
     f.name: f
     for f in (
-        Format("hermes", hermes.MARKERS, hermes.find, hermes.find),
+        Format("hermes", hermes.MARKERS, hermes.find),
         Format("glm", glm.MARKERS, glm.find),
         Format("qwen3_coder", qwen3_coder.MARKERS, qwen3_coder.find),
         Format("xml_invoke", xml_invoke.MARKERS, xml_invoke.find),
         Format("mistral", mistral.MARKERS, mistral.find),
+        Format("kimi_k2", kimi.MARKERS, kimi.find),
         Format("deepseek", deepseek.MARKERS, deepseek.find),
         Format("harmony", harmony.MARKERS, harmony.find),
         Format("llama4", llama.MARKERS_LLAMA4, llama.find_llama4),
@@ -67,7 +66,7 @@ FORMATS: Final[dict[str, Format]] = {
 """Every strict format, in the order ties between overlapping finds are settled."""
 _AUTO: Final[tuple[Format, ...]] = (
     # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body.
-    Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags, hermes.find_tool_call_tags),
+    Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags),
     *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
 )
 
@@ -85,6 +84,7 @@ ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "minimax_m2": ("xml_invoke",),
     "deepseek_v3": ("deepseek",),
     "deepseek_v31": ("deepseek",),
+    "kimi": ("kimi_k2",),
     "openai": ("harmony",),
     "gpt_oss": ("harmony",),
     "llama3": ("llama3_json",),
@@ -117,13 +117,8 @@ def select_formats(text: str, tool_format: str, markers: frozenset[str] | None =
     raise ConfigError(f"unknown tool_format {tool_format!r}; use one of: {known}")
 
 
-def find_strict(
-    text: str, tool_format: str = "auto", markers: frozenset[str] | None = None, known: hermes.Known | None = None
-) -> list[RawCall]:
+def find_strict(text: str, tool_format: str = "auto", markers: frozenset[str] | None = None) -> list[RawCall]:
     """Run the selected finders and keep non-overlapping finds, in text order.
-
-    ``known``: ``<tool_call>`` blocks already read (see ``hermes.Known``), which the hermes finders take as
-    they are.
 
     Echoed tool declarations (arguments that are a JSON Schema) are dropped. Where two formats claim
     overlapping text, the find that starts first (then the longer one, then the
@@ -137,7 +132,7 @@ def find_strict(
     found: list[tuple[int, int, int, RawCall]] = []
     for rank, fmt in enumerate(selected):
         try:
-            calls = fmt.find(text) if known is None or fmt.find_known is None else fmt.find_known(text, known)
+            calls = fmt.find(text)
         except (RecursionError, TimeoutError):
             # Pathological input (thousands of nested brackets, a regex past its time bound): no find.
             continue

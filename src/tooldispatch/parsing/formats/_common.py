@@ -353,8 +353,13 @@ def call_from_json_text(
 ) -> RawCall:
     """Decode a ``{"name": ..., "arguments": ...}`` payload into a ``RawCall`` (never raises).
 
-    ``strict_failed``: the caller already saw ``json.loads(payload)`` fail (see :func:`decode_json`).
+    ``strict_failed``: the caller already saw ``json.loads(payload)`` fail (see :func:`decode_json`). A call
+    object whose opening was written twice (``{"name": "f", "parameters": {{"name": "f", "parameters": {…}}``)
+    is read from its second opening, with the ``duplicated_opener`` tolerance.
     """
+    again = _DUPLICATED_OPENER.match(payload) if strict_failed or payload.count("{{", 0, 400) else None
+    if again is not None:
+        payload, fixes, strict_failed = payload[again.end() :], (*fixes, FIX_DUPLICATED_OPENER), False
     decoded = decode_json(payload, strict_failed=strict_failed)
     if decoded.error is not None:
         return make_call(
@@ -381,6 +386,12 @@ def call_from_json_text(
     )
 
 
+FIX_DUPLICATED_OPENER: Final = "duplicated_opener"
+# ``{"name": "f", "parameters": {`` right before ``{"name": "f"``: the model began the call twice. Anchored, bounded.
+_DUPLICATED_OPENER: Final = re.compile(
+    r'\s{0,8}\{\s{0,8}"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,128})"\s{0,8},\s{0,8}"(?:parameters|arguments)"\s{0,8}:'
+    r'\s{0,8}\{\s{0,8}(?=\{\s{0,8}"name"\s{0,8}:\s{0,8}"\1")'
+)
 _NAME_FIELD: Final = re.compile(r'["\']name["\']\s*:\s*["\']([^"\'\n]{1,128})["\']')
 
 

@@ -71,6 +71,8 @@ def find(text: str) -> list[RawCall]:
         at_end = not closed and limit == n
         s_i = bisect.bisect_left(sep_starts, b_end)
         has_sep = s_i < len(seps) and seps[s_i][0] < body_end
+        if not has_sep and "argument_begin" in text[b_end:body_end]:
+            continue  # a Kimi K2 call (``<|tool_call_argument_begin|>``): its finder reads it
         if not has_sep:
             out.append(
                 make_call(

@@ -1,12 +1,14 @@
 """Mistral tool calls after ``[TOOL_CALLS]``.
 
 Before tokenizer v11 the payload is a JSON list (``[TOOL_CALLS][{"name": …, "arguments": {…}}]``);
-from v11 it is ``name[ARGS]{…}`` (older builds: ``name{…}``), with an optional ``[CALL_ID]id``, and
-``[TOOL_CALLS]`` repeated before each call.
+from v11 it is ``name[ARGS]{…}`` (older builds: ``name{…}``), with an optional ``[CALL_ID]id`` (Mistral Small
+3.2, Magistral), and ``[TOOL_CALLS]`` repeated before each call. Served without special tokens, the leading
+``[TOOL_CALLS]`` can be missing: ``name[ARGS]{…}`` alone, with prose after it, is read too.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
@@ -25,13 +27,38 @@ from tooldispatch.parsing.formats._common import (
 
 FORMAT: Final = "mistral"
 TOKEN: Final = "[TOOL_CALLS]"
-MARKERS: Final[tuple[str, ...]] = (TOKEN,)
 _ARGS: Final = "[ARGS]"
 _CALL_ID: Final = "[CALL_ID]"
+MARKERS: Final[tuple[str, ...]] = (TOKEN, _ARGS)
+# The name (and call id) right before an ``[ARGS]`` with no ``[TOOL_CALLS]`` in front. Bounded.
+_NAME_BEFORE_ARGS: Final = re.compile(
+    r"([A-Za-z_][\w.\-]{0,127})[ \t]{0,4}(?:\[CALL_ID\][ \t]{0,4}[\w\-]{1,64}[ \t]{0,4})?\Z"
+)
 
 
 def find(text: str) -> list[RawCall]:
-    """Find every call introduced by ``[TOOL_CALLS]``."""
+    """Find every call introduced by ``[TOOL_CALLS]``, and every ``name[ARGS]{…}`` outside them."""
+    out = _after_tokens(text)
+    if _ARGS in text:
+        out = sorted([*out, *_bare_args(text, [c.span for c in out])], key=lambda c: c.span)
+    return out
+
+
+def _bare_args(text: str, taken: list[tuple[int, int]]) -> list[RawCall]:
+    """``name[ARGS]{…}`` (or ``name[CALL_ID]id[ARGS]{…}``) with no ``[TOOL_CALLS]`` before it."""
+    out: list[RawCall] = []
+    a = text.find(_ARGS)
+    while a >= 0:
+        if not any(s <= a < e for s, e in taken):
+            named = _NAME_BEFORE_ARGS.search(text, max(0, a - 220), a)
+            if named is not None and (named.start() == 0 or not text[named.start() - 1].isalnum()):
+                calls, _ = _named_payload(text, named.start(), named.start(), len(text))
+                out.extend(c for c in calls if not is_placeholder(c.name))
+        a = text.find(_ARGS, a + len(_ARGS))
+    return out
+
+
+def _after_tokens(text: str) -> list[RawCall]:
     out: list[RawCall] = []
     pos = 0
     while True:
