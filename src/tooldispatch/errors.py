@@ -91,6 +91,7 @@ class ContextWindowExceeded(ProviderError):
         self.n_ctx = n_ctx
         self.reserve = reserve
 
+
 class StoreUnavailable(TooldispatchError):
     """The state store's database server failed while in use (lost connection, shut down); nothing half-written.
 
