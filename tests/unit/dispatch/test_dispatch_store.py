@@ -106,7 +106,7 @@ def test_postgres_ddl_widens_portable_types() -> None:
 
 def test_plan_finds_pending_and_newer_migrations() -> None:
     """Unknown names under a known prefix are newer; names under a prefix no module registered are ignored."""
-    found = plan(["core_0001", "core_9999_future", "mcp_0001_servers"])
+    found = plan(["core_0001", "core_9999_future", "plugin_0001_servers"])
     assert [m.name for m in found.pending] == [m.name for m in MIGRATIONS if m.name != "core_0001"]
     assert found.newer == ["core_9999_future"]
 
