@@ -303,13 +303,13 @@ def test_bench_dispatch_json() -> None:
 @pytest.mark.parametrize(
     ("source", "attr", "expected"),
     [
-        ("x = 1\ndef make(:\n", "make", "tools.py line 2: SyntaxError: invalid syntax"),
+        ("x = 1\ndef make(:\n", "make", "{dir}/tools.py:2: SyntaxError: invalid syntax"),
         (
             "import os\nraise RuntimeError('no database configured')\n",
             "make",
-            ("tools.py line 2: RuntimeError: no database configured"),
+            "{dir}/tools.py:2: RuntimeError: no database configured",
         ),
-        ("def make():\n    return {}['missing']\n", "make", "tools.py line 2: KeyError: 'missing'"),
+        ("def make():\n    return {}['missing']\n", "make", "make() raised: {dir}/tools.py:2: KeyError: 'missing'"),
     ],
     ids=["syntax-error", "raises-at-import", "factory-raises"],
 )
@@ -324,5 +324,5 @@ def test_fault6_tools_module_that_fails_is_one_line(
         app, ["approvals", "approve", approval, "--store", str(setup.state), "--tools", f"{module}:{attr}"]
     )
     assert out.exit_code == 1
-    assert out.output == f"cannot load --tools {module}:{attr}: {module.parent}/{expected}\n"
+    assert out.output == f"--tools '{module}:{attr}': {expected.format(dir=module.parent)}\n"
     assert DemoWorld(setup.world_path).count_effects("cancel_order") == 0
