@@ -11,7 +11,9 @@ every wait bounded, and the child is always reaped.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import IO, Any
@@ -35,6 +37,29 @@ def server_env(config: ServerConfig) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _INHERITED and not v.startswith("()")}
     env.update(config.env)
     return env
+
+
+def resolve_command(command: str, *, path: str | None = None) -> str:
+    """The executable to start for ``command``: as ``PATH`` finds it, else beside this Python interpreter.
+
+    A server installed into the same virtualenv as tooldispatch (``pip install mcp-server-time``) is found
+    when the virtualenv was never activated, as a user running ``.venv/bin/tooldispatch`` expects.
+
+    Raises:
+        FileNotFoundError: neither finds it; the message says how to make it found.
+    """
+    if os.sep in command:
+        return command
+    found = shutil.which(command, path=path)
+    if found is not None:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), command)
+    if os.access(beside, os.X_OK):
+        return beside
+    raise FileNotFoundError(
+        f"{command!r} is neither on PATH nor beside {sys.executable}: install it (pip install {command} "
+        "for a Python server) or give its full path in the config's 'command'"
+    )
 
 
 class StdioProcess:
@@ -74,8 +99,9 @@ class StdioProcess:
             OSError: the command cannot be started (not found, not executable).
         """
         assert self.config.command is not None
+        command = resolve_command(self.config.command, path=server_env(self.config).get("PATH"))
         process = await anyio.open_process(
-            [self.config.command, *self.config.args],
+            [command, *self.config.args],
             env=server_env(self.config),
             cwd=self.config.cwd,
             stderr=self.errlog,
