@@ -44,6 +44,11 @@ class ToolSources:
     mcp: Any = None
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
+    @property
+    def tool_loop(self) -> Any:
+        """The event loop the MCP tools live on (``Dispatcher(tool_loop=...)``), ``None`` without MCP."""
+        return self.mcp.supervisor.loop if self.mcp is not None else None
+
     def close(self) -> None:
         """Stop MCP servers (each child reaped) and release what the sources hold."""
         for close in reversed(self._closers):

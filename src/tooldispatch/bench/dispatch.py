@@ -288,8 +288,9 @@ class McpOverhead:
     Attributes:
         in_loop: ``await Dispatcher.adispatch`` on the loop that owns the connection (as the gateway runs it):
             the dispatch layer alone.
-        sync: ``Dispatcher.dispatch`` from another thread (as the agent and scripts call it): the dispatch layer
-            plus the hop onto the connection's loop and back.
+        sync: ``Dispatcher.dispatch`` from another thread (as the agent and scripts call it), next to the SDK's
+            call made from that same thread (``call_tool`` submitted to the connection's loop and waited for):
+            both pay the hop onto the connection's loop and back, so the difference is the dispatch layer.
     """
 
     in_loop: Overhead
@@ -320,12 +321,12 @@ def run_mcp_overhead(*, iterations: int = 400, block: int = 25) -> McpOverhead:
     args = {"timezone": "UTC"}
     config = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
     servers = parse_config({"mcpServers": {"time": {**config, "trust": "annotations"}}}, origin="bench")
-    samples: dict[str, list[float]] = {"sdk": [], "in_loop": [], "sync": []}
+    samples: dict[str, list[float]] = {"sdk": [], "in_loop": [], "sdk_thread": [], "sync": []}
     with tempfile.TemporaryDirectory(prefix="tooldispatch-bench-mcp-") as tmp:
         store = Store(Path(tmp) / "state.db")
         with McpServers(servers, store=store, log_dir=tmp) as mcp:
             connection = mcp.servers["time"].connection
-            dispatcher = Dispatcher(mcp.servers["time"].registry, store=store)
+            dispatcher = Dispatcher(mcp.servers["time"].registry, store=store, tool_loop=mcp.supervisor.loop)
 
             async def on_loop(n: int, through: bool) -> list[float]:
                 client = await connection.client()
@@ -339,11 +340,15 @@ def run_mcp_overhead(*, iterations: int = 400, block: int = 25) -> McpOverhead:
                     out.append((time.perf_counter_ns() - start) / 1000.0)
                 return out
 
-            def from_thread(n: int) -> list[float]:
+            def from_thread(n: int, through: bool) -> list[float]:
+                client = mcp.supervisor.run(connection.client())
                 out = []
                 for _ in range(n):
                     start = time.perf_counter_ns()
-                    _expect_ok(dispatcher.dispatch("get_current_time", args, session_id="b"), "MCP")
+                    if through:
+                        _expect_ok(dispatcher.dispatch("get_current_time", args, session_id="b"), "MCP")
+                    else:
+                        mcp.supervisor.run(client.call_tool("get_current_time", args))
                     out.append((time.perf_counter_ns() - start) / 1000.0)
                 return out
 
@@ -351,10 +356,12 @@ def run_mcp_overhead(*, iterations: int = 400, block: int = 25) -> McpOverhead:
                 for _ in range(rounds):
                     sdk = mcp.supervisor.run(on_loop(block, False))
                     in_loop = mcp.supervisor.run(on_loop(block, True))
-                    sync = from_thread(block)
+                    sdk_thread = from_thread(block, False)
+                    sync = from_thread(block, True)
                     if keep:
                         samples["sdk"] += sdk
                         samples["in_loop"] += in_loop
+                        samples["sdk_thread"] += sdk_thread
                         samples["sync"] += sync
             dispatcher.close()
 
@@ -362,8 +369,9 @@ def run_mcp_overhead(*, iterations: int = 400, block: int = 25) -> McpOverhead:
         values = sorted(values)
         return Timing(name, len(values), round(statistics.median(values), 3), round(_percentile(values, 0.95), 3))
 
-    direct = timing("SDK call_tool (stdio)", samples["sdk"])
+    direct = timing("SDK call_tool on the connection's loop", samples["sdk"])
+    direct_thread = timing("SDK call_tool from another thread", samples["sdk_thread"])
     return McpOverhead(
         in_loop=Overhead(direct, timing("adispatch on the connection's loop", samples["in_loop"]), MCP_TARGET_US),
-        sync=Overhead(direct, timing("dispatch() from another thread", samples["sync"]), MCP_TARGET_US),
+        sync=Overhead(direct_thread, timing("dispatch() from another thread", samples["sync"]), MCP_TARGET_US),
     )

@@ -83,7 +83,7 @@ def _tool_dispatcher(
         raise
     for note in sources.notes:
         console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-    return sources, Dispatcher(sources.registry, store=st)
+    return sources, Dispatcher(sources.registry, store=st, tool_loop=sources.tool_loop)
 
 
 def _demo_world(store: str | None) -> tuple[Any, Any]:

@@ -258,7 +258,7 @@ def approvals_approve(
             from tooldispatch.sources import load_sources
 
             sources = load_sources([tools] if tools else [], mcp, store=st)
-            dispatcher = Dispatcher(sources.registry, store=st)
+            dispatcher = Dispatcher(sources.registry, store=st, tool_loop=sources.tool_loop)
         else:
             assert tools is not None
             dispatcher = Dispatcher(load_registry(tools), store=st)
@@ -399,7 +399,10 @@ def _bench_mcp_row(console: Console) -> None:
     except ConfigError as exc:
         console.print(f"MCP row skipped: {exc}", highlight=False)
         return
-    table = Table(title="MCP: dispatch over a direct SDK call (µs), mcp-server-time over stdio, side by side")
+    table = Table(
+        title="MCP: dispatch over a direct SDK call made from the same place (µs), mcp-server-time over stdio, "
+        "side by side"
+    )
     for col in ("variant", "n", "SDK median", "dispatched median", "overhead median", "overhead p95", "target"):
         table.add_column(col, justify="left" if col == "variant" else "right")
     for label, o in (

@@ -59,7 +59,7 @@ def serve(
         raise typer.Exit(2) from None
     for note in sources.notes:
         print(f"note: {note}", file=sys.stderr, flush=True)
-    dispatcher = Dispatcher(sources.registry, store=st)
+    dispatcher = Dispatcher(sources.registry, store=st, tool_loop=sources.tool_loop)
     server = build_server(dispatcher, session_id=session)
 
     def ready(bound: int) -> None:

@@ -70,6 +70,9 @@ class Dispatcher:
             calls hang cannot starve the others.
         capacity_wait_s: the most seconds a sync call waits for a free worker of its tool; past it, the call
             is refused as ``no_capacity`` without having started (retryable). ``None``: the tool's timeout.
+        tool_loop: the running event loop, owned by another thread, that the registry's async tools live on (an
+            MCP supervisor's, ``ToolSources.tool_loop``). The sync API then runs each call on it, one hop from
+            the calling thread and back, instead of on the thread's own loop with a hop per tool call.
 
     Attributes:
         warnings: registry warnings plus descriptions changed under the same version.
@@ -91,6 +94,7 @@ class Dispatcher:
         max_workers: int = 256,
         tool_workers: int = 8,
         capacity_wait_s: float | None = None,
+        tool_loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         registry.check()
         self.registry = registry
@@ -110,6 +114,7 @@ class Dispatcher:
             # SystemClock.monotonic is time.perf_counter: passed as itself, workers stamp starts without a call.
             monotonic=time.perf_counter if type(self.clock) is SystemClock else self.clock.monotonic,
         )
+        self._tool_loop = tool_loop
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._loops_lock = threading.Lock()
@@ -778,6 +783,13 @@ class Dispatcher:
         else:
             coro.close()
             raise ConfigError("the sync API was called inside a running event loop; await the a-prefixed method")
+        if self._tool_loop is not None and self._tool_loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(coro, self._tool_loop)
+            try:
+                return future.result()
+            except BaseException:
+                future.cancel()  # an interrupt of the waiting thread stops the call too
+                raise
         loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
         if loop is None or loop.is_closed():
             loop = asyncio.new_event_loop()

@@ -156,3 +156,17 @@ def test_an_agent_calls_mcp_server_time_through_the_loop(time_servers: tuple[Mcp
     assert "get_current_time" in offered
     tool_message = next(m for m in backend.requests[1].messages if m["role"] == "tool")
     assert json.loads(tool_message["content"])["timezone"] == "Asia/Tokyo"
+
+
+def test_the_mcp_bench_row_compares_each_path_with_the_sdk_called_from_the_same_place() -> None:
+    """The benchmark's two rows each time their own SDK baseline: on the connection's loop, and from a thread."""
+    need("mcp_server_time")
+    from tooldispatch.bench.dispatch import run_mcp_overhead
+
+    result = run_mcp_overhead(iterations=50, block=25)
+    assert (result.in_loop.bare.name, result.sync.bare.name) == (
+        "SDK call_tool on the connection's loop",
+        "SDK call_tool from another thread",
+    )
+    assert [o.dispatched.n for o in (result.in_loop, result.sync)] == [50, 50]
+    assert [o.bare.n for o in (result.in_loop, result.sync)] == [50, 50]

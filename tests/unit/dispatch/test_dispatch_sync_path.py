@@ -275,3 +275,31 @@ def test_rollback_and_approve_wait_directly(waits: list[str]) -> None:
         assert pending.approval_id is not None
         assert d.approve(pending.approval_id).content == '{"asked": "b"}'
     assert waits == ["direct", "direct", "direct"]
+
+
+def test_with_a_tool_loop_the_sync_api_runs_async_tools_on_that_loop() -> None:
+    """Given ``tool_loop`` (an MCP supervisor's), a sync call runs on it, and falls back when it is stopped."""
+    home = asyncio.new_event_loop()
+    thread = threading.Thread(target=home.run_forever, daemon=True)
+    thread.start()
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    async def where(tag: str) -> dict[str, str]:
+        seen.append(asyncio.get_running_loop())
+        return {"tag": tag}
+
+    reg = Registry()
+    reg.register("where", where, schema=TAG, read_only=True)
+    d = Dispatcher(reg, tool_loop=home)
+    try:
+        first = d.dispatch("where", {"tag": "a"})
+        home.call_soon_threadsafe(home.stop)
+        thread.join(5)
+        second = d.dispatch("where", {"tag": "b"})
+    finally:
+        d.close()
+        home.close()
+    assert [first.status, second.status] == ["ok", "ok"]
+    assert [json.loads(first.content), json.loads(second.content)] == [{"tag": "a"}, {"tag": "b"}]
+    assert seen[0] is home
+    assert seen[1] is not home
