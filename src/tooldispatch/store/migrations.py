@@ -27,8 +27,11 @@ build ends at ``core_0003``), was written by a newer build: opening it is refuse
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from tooldispatch.errors import ConfigError
 
@@ -233,6 +236,51 @@ def refuse_newer(target: str, newer: list[str]) -> None:
             f"the state store {target} has a schema newer than this tooldispatch ({', '.join(newer)}); "
             "upgrade tooldispatch here, or point --store at a store of this version"
         )
+
+
+def apply_pending(
+    execute: Callable[..., Any], applied: set[str], target: str, dialect: str, placeholder: str
+) -> set[str]:
+    """Apply, inside the caller's open transaction, every migration not in ``applied``; the names now applied.
+
+    Args:
+        execute: the connection's ``execute(sql, params)``.
+        applied: the names the store recorded (updated in place).
+        target: the store, for the error message.
+        dialect: ``sqlite`` or ``postgresql`` (which script a migration gives).
+        placeholder: the driver's parameter marker (``?`` or ``%s``).
+
+    Raises:
+        ConfigError: the store was written by a newer build.
+    """
+    refuse_newer(target, plan(applied).newer)
+    record = f"INSERT INTO schema_migrations (name, applied_at) VALUES ({placeholder}, {placeholder})"
+    for migration in list(MIGRATIONS):
+        if migration.name in applied:
+            continue
+        for statement in split_sql(migration.script(dialect)):
+            execute(statement)
+        execute(record, (migration.name, datetime.now(UTC).isoformat(timespec="seconds")))
+        applied.add(migration.name)
+    return applied
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (``executescript`` would commit the open transaction)."""
+    statements: list[str] = []
+    current: list[str] = []
+    for line in script.splitlines():
+        code = line.split("--", 1)[0]
+        current.append(code)
+        if code.rstrip().endswith(";") and sqlite3.complete_statement("\n".join(current)):
+            statement = "\n".join(current).strip()
+            if statement.strip(";").strip():
+                statements.append(statement)
+            current = []
+    rest = "\n".join(current).strip()
+    if rest:
+        statements.append(rest)
+    return statements
 
 
 def register_migration(name: str, sql: str, *, postgresql: str | None = None) -> None:

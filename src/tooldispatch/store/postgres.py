@@ -30,7 +30,6 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -39,8 +38,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tooldispatch.errors import ConfigError, StoreUnavailable
 from tooldispatch.store.base import Dialect, Params, SchemaReport
-from tooldispatch.store.migrations import MIGRATIONS, plan, refuse_newer
-from tooldispatch.store.sqlite import split_sql
+from tooldispatch.store.migrations import MIGRATIONS, apply_pending, plan, refuse_newer
 from tooldispatch.store.url import redact
 
 _MIGRATION_LOCK = 0x7464_6D67  # "tdmg": the advisory lock key taken while migrating
@@ -125,18 +123,7 @@ class PostgresStore:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-            applied = set(self._applied(conn) or ())
-            refuse_newer(self.target, plan(applied).newer)
-            for migration in list(MIGRATIONS):
-                if migration.name in applied:
-                    continue
-                for statement in split_sql(migration.script(self.dialect)):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (name, applied_at) VALUES (%s, %s)",
-                    (migration.name, datetime.now(UTC).isoformat(timespec="seconds")),
-                )
-                applied.add(migration.name)
+            apply_pending(conn.execute, set(self._applied(conn) or ()), self.target, self.dialect, "%s")
 
     def _check_readable(self, conn: psycopg.Connection[Any]) -> None:
         applied = self._applied(conn)

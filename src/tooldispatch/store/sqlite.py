@@ -19,14 +19,13 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.store.base import Dialect, Params, SchemaReport
-from tooldispatch.store.migrations import MIGRATIONS, plan, refuse_newer
+from tooldispatch.store.migrations import apply_pending, plan, refuse_newer
 
 
 class SQLiteStore:
@@ -118,18 +117,7 @@ class SQLiteStore:
     def _migrate(self) -> None:
         with self.transaction() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-            applied = set(self._applied(conn) or ())
-            refuse_newer(self.target, plan(applied).newer)
-            for migration in list(MIGRATIONS):
-                if migration.name in applied:
-                    continue
-                for statement in split_sql(migration.script(self.dialect)):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
-                    (migration.name, datetime.now(UTC).isoformat(timespec="seconds")),
-                )
-                applied.add(migration.name)
+            applied = apply_pending(conn.execute, set(self._applied(conn) or ()), self.target, self.dialect, "?")
             conn.execute(f"PRAGMA user_version = {len(applied)}")
 
     def check(self) -> SchemaReport:
@@ -212,21 +200,3 @@ def _open_readonly(path: str, busy_timeout_s: float) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     conn.execute("PRAGMA query_only = ON")
     return conn
-
-
-def split_sql(script: str) -> list[str]:
-    """Split a migration script into statements (``executescript`` would commit the open transaction)."""
-    statements: list[str] = []
-    current: list[str] = []
-    for line in script.splitlines():
-        code = line.split("--", 1)[0]
-        current.append(code)
-        if code.rstrip().endswith(";") and sqlite3.complete_statement("\n".join(current)):
-            statement = "\n".join(current).strip()
-            if statement.strip(";").strip():
-                statements.append(statement)
-            current = []
-    rest = "\n".join(current).strip()
-    if rest:
-        statements.append(rest)
-    return statements
