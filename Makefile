@@ -33,7 +33,7 @@ $(VENV)/.test-deps: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.compiled: $(COMPILED_SRC) | $(PY)
-	$(PIP) install -q "mypy>=1.11" "setuptools>=69" wheel types-jsonschema types-regex
+	$(PIP) install -q "mypy>=1.11" "setuptools>=77" wheel types-jsonschema types-regex
 	@echo "compiling the parser and repair modules with mypyc (about a minute on two cores)"
 	@TOOLDISPATCH_MYPYC=1 $(PY) setup.py -q build_ext --inplace >$(VENV)/compile.log 2>&1 \
 		&& find src -name '*.so' -exec touch {} + \
