@@ -279,10 +279,12 @@ async def _soak(proxied: str, pid: int, streams: int, seconds: float, progress: 
 
     result = SoakResult(streams=streams, seconds=seconds)
     body = {**BODY, "stream": True}
-    stop = time.monotonic() + seconds
+    stop = float("inf")  # set once the client is ready; each worker streams at least once, however loaded
 
     async def worker(client: httpx2.AsyncClient) -> None:
-        while time.monotonic() < stop:
+        first = True
+        while first or time.monotonic() < stop:
+            first = False
             try:
                 async with client.stream("POST", f"{proxied}/chat/completions", json=body) as response:
                     lines = [line async for line in response.aiter_lines() if line]
@@ -313,6 +315,7 @@ async def _soak(proxied: str, pid: int, streams: int, seconds: float, progress: 
     progress(f"{streams} concurrent streams for {seconds:g} s")
     limits = httpx2.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
     async with httpx2.AsyncClient(timeout=60, limits=limits) as client:
+        stop = time.monotonic() + seconds
         await asyncio.gather(sample(), *(worker(client) for _ in range(streams)))
     return result
 

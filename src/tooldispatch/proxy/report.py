@@ -17,6 +17,7 @@ _COLORS = {
     "UnknownName": "#ef6c00",
     "SchemaMismatch": "#fdd835",
     "Truncated": "#6a1b9a",
+    "Ambiguous": "#90a4ae",
 }
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 

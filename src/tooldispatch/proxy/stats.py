@@ -24,7 +24,16 @@ from typing import Any, Final
 from tooldispatch.store import StateStore
 from tooldispatch.types import ParseOutcome
 
-BUCKETS: Final = ("ok_strict", "ok_fallback", "repaired", "InvalidJson", "UnknownName", "SchemaMismatch", "Truncated")
+BUCKETS: Final = (
+    "ok_strict",
+    "ok_fallback",
+    "repaired",
+    "InvalidJson",
+    "UnknownName",
+    "SchemaMismatch",
+    "Truncated",
+    "Ambiguous",
+)
 _COLUMNS: Final = (
     "ok_strict",
     "ok_fallback",
@@ -33,6 +42,7 @@ _COLUMNS: Final = (
     "unknown_name",
     "schema_mismatch",
     "truncated",
+    "ambiguous",
 )
 
 
@@ -107,7 +117,7 @@ class RequestStats:
 _INSERT: Final = (
     "INSERT INTO proxy_requests (id, created_at, model, quant, engine, mode, stream, tools, tool_choice, status, "
     f"error, calls, stage, formats, {', '.join(_COLUMNS)}, repairs, flags, finish_reason, latency_s, first_token_s, "
-    "prompt_tokens, completion_tokens) VALUES (" + ", ".join(["?"] * 28) + ")"
+    "prompt_tokens, completion_tokens) VALUES (" + ", ".join(["?"] * (21 + len(_COLUMNS))) + ")"
 )
 _INSERT_RECORD: Final = "INSERT INTO proxy_records (request_id, request, output, answer) VALUES (?, ?, ?, ?)"
 

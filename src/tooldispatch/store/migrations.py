@@ -361,3 +361,7 @@ CREATE TABLE IF NOT EXISTS proxy_records (
 """
 
 register_migration("proxy_0001_requests", _PROXY_REQUESTS)
+# A call candidate read from the middle of prose, kept with its reason but never run (the parser's Ambiguous).
+register_migration(
+    "proxy_0002_ambiguous", "ALTER TABLE proxy_requests ADD COLUMN ambiguous INTEGER NOT NULL DEFAULT 0;"
+)

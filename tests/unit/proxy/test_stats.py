@@ -111,3 +111,18 @@ def test_report_writes_markdown_and_chart(tmp_path: Path) -> None:
     assert files[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert files[0].read_text() == render_markdown(rows, "proxy_buckets.png", source=str(path))
     assert "| qwen | Q4_K_M | 1 | 1 | 0 | 1 | 1 | 1 (100.0%) |" in files[0].read_text()
+
+
+def test_a_call_in_mid_prose_is_counted_and_stored_as_ambiguous(tmp_path: Path) -> None:
+    """A candidate kept as Ambiguous (never answered) has its own column, summed in the rates."""
+    text = 'First I note this: {"name": "get_weather", "arguments": {"city": "Oslo"}}. It is usually cold there.'
+    row = stats(text=text)
+    assert (row.calls, dict(row.buckets)) == (0, {"Ambiguous": 1})
+    store = Store(tmp_path / "s.db")
+    recorder = Recorder(store)
+    recorder.add(row)
+    assert recorder.flush() == 1
+    assert store.fetchone("SELECT ambiguous, ok_strict FROM proxy_requests") == (1, 0)
+    (only,) = rates(store)
+    assert (only.candidates, only.rate("Ambiguous")) == (1, 1.0)
+    store.close()
