@@ -218,16 +218,27 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
 _SCHEMA_KEYS: Final = frozenset(
     {"type", "properties", "required", "additionalProperties", "description", "title", "$schema", "$defs"}
 )
+_PROPERTY_KEYWORDS: Final = frozenset(
+    {"type", "description", "enum", "items", "properties", "anyOf", "oneOf", "$ref", "default"}
+)
 
 
-def is_schema_echo(arguments: Any) -> bool:
-    """True when "arguments" are really a JSON Schema: the model echoed a tool declaration from its prompt."""
-    return (
-        isinstance(arguments, dict)
-        and arguments.get("type") == "object"
-        and isinstance(arguments.get("properties"), dict)
-        and arguments.keys() <= _SCHEMA_KEYS
-    )
+def is_schema_echo(value: Any, *, takes_properties: bool = False) -> bool:
+    """True when arguments are really a JSON Schema: the model echoed a tool declaration from its prompt.
+
+    The one answer to "is this an echoed schema?" for the strict stage, the fallback and the strict lane. An
+    object schema (``properties`` an object, and ``type: object``, a ``required`` list, or every property
+    described with schema keywords) with no key a schema would not have is an echo, unless the tool itself
+    takes a ``properties`` argument (``takes_properties``).
+    """
+    if type(value) is not dict or takes_properties:
+        return False
+    props = value.get("properties")
+    if type(props) is not dict or not value.keys() <= _SCHEMA_KEYS:
+        return False
+    if value.get("type") == "object" or isinstance(value.get("required"), list):
+        return True
+    return bool(props) and all(type(p) is dict and not _PROPERTY_KEYWORDS.isdisjoint(p) for p in props.values())
 
 
 def split_call_object(obj: Any) -> tuple[str | None, Any, tuple[str, ...], str | None]:
