@@ -7,9 +7,9 @@ import pytest
 from tooldispatch.bench.bfcl_data import BfclCase
 from tooldispatch.bench.corpus import Cell, OutputRecord
 from tooldispatch.bench.scoring import BUCKETS, json_repair_calls, score_output
+from tooldispatch.bench.stats import paired_difference, pass_hat_k, rate
 from tooldispatch.bench.summary import summarize_cell
 from tooldispatch.types import ACCEPTED_BUCKETS, REJECTED_BUCKETS
-from tooldispatch.bench.stats import paired_difference, pass_hat_k, rate
 
 FN = {
     "name": "get.weather",

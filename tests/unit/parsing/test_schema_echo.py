@@ -71,7 +71,7 @@ def test_an_echoed_schema_is_no_call_on_every_route(text: str, strict_lane: bool
 
 
 def test_a_schema_shaped_value_of_a_tool_that_takes_one_is_a_call() -> None:
-    """define_form takes type and properties: the fallback keeps its call (the strict stage drops what it cannot tell)."""
+    """define_form takes type and properties: the fallback keeps its call (strict finds cannot tell, and drop it)."""
     args = {"type": "object", "properties": {"name": {"type": "string"}}}
     outcome = parse_tool_calls('Sure: {"define_form": ' + json.dumps(args) + "}", TOOLS)
     assert [(c.name, c.arguments) for c in outcome.calls] == [("define_form", args)]
