@@ -18,7 +18,6 @@ from tooldispatch.parsing.lenient import (
     NOT_JSON,
     LenientJSONError,
     loads_lenient,
-    loads_strict,
     scan_json,
     skip_json_space,
     strict_value,
@@ -604,21 +603,14 @@ def tool_call_body_kind(text: str, start: int, end: int) -> str:
     return "none"
 
 
-def xml_value(raw: str) -> Any:
-    """Read a value written between XML-like tags.
+def xml_value(raw: str) -> str:
+    """Read a value written between XML-like tags: its text, typed later by the tool's schema.
 
-    One leading and one trailing newline are dropped (the templates put the value on its own line).
-    Objects and arrays are JSON-decoded; everything else stays a string for schema-guided repair.
+    One leading and one trailing newline are dropped (the templates put the value on its own line); everything
+    else is kept as written, a further trailing newline included (``parsing._typed_values`` types the text).
     """
     value = raw[1:] if raw.startswith("\n") else raw
-    value = value[:-1] if value.endswith("\n") else value
-    head = value.lstrip()[:1]
-    if head in ("{", "["):
-        try:
-            return loads_strict(value)
-        except (ValueError, RecursionError):
-            return value
-    return value
+    return value[:-1] if value.endswith("\n") else value
 
 
 @overload
