@@ -28,6 +28,7 @@ LEADS: Final[dict[str, tuple[str, ...]]] = {
         "<seed:tool_call>",
         "<|tool",
         "<｜tool",
+        "<arg_key>",
         "<｜DSML｜",
     ),
     "[": ("[TOOL_CALLS]", "[THINK]", "[/THINK]", "[ARGS]"),

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats.glm import FIX_GLUED_NAME, split_glued
 from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient, loads_strict
 from tooldispatch.repair import resolve_name
 from tooldispatch.repair.types import declared_types, is_mapping, json_type, resolve_ref
@@ -31,6 +32,8 @@ XML_VALUE_FORMATS: Final = frozenset({"qwen3_coder", "glm", "xml_invoke", "deeps
 FIX_ESCAPED_QUOTES: Final = "escaped_quotes"
 """The tolerance of a JSON value whose quotes were escaped as if inside a string (``{\\"k\\": 1}``)."""
 _LITERAL_FIXES: Final = frozenset({"single_quotes", "python_literals", "trailing_comma"})
+VALUE_FIXES: Final = _LITERAL_FIXES | {FIX_ESCAPED_QUOTES}
+"""The tolerances of typing one value; the markup of a call that needed only these was complete."""
 _CONTAINERS: Final = ("object", "array")
 
 
@@ -39,6 +42,14 @@ def typed_call(raw: RawCall, specs: Mapping[str, ToolSpec]) -> RawCall:
     args = raw.arguments
     if type(args) is not dict or not args:
         return raw
+    if FIX_GLUED_NAME in raw.lenient and raw.name is not None:
+        split = split_glued(raw.name, args, list(specs))
+        if split is not None:
+            raw = RawCall(
+                raw.span, raw.raw, raw.format, raw.stage, split[0], split[1], raw.arguments_text, raw.decode_error,
+                raw.truncated, raw.lenient, raw.flags, raw.unearned,
+            )  # fmt: skip
+            args = split[1]
     spec = specs.get(raw.name) if raw.name is not None else None
     if spec is None and raw.name:
         resolved, _ = resolve_name(raw.name, specs, level="bounded")

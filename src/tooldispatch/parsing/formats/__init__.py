@@ -69,8 +69,10 @@ FORMATS: Final[dict[str, Format]] = {
 }
 """Every strict format, in the order ties between overlapping finds are settled."""
 _AUTO: Final[tuple[Format, ...]] = (
-    # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body.
+    # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body; GLM
+    # pairs with no wrapper are read on their own.
     Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags),
+    Format("glm", (glm.BARE_MARKER,), glm.find_bare),
     *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
 )
 

@@ -596,7 +596,8 @@ def tool_call_body_kind(text: str, start: int, end: int) -> str:
     if text.startswith("<invoke", first):
         return "xml_invoke"
     # GLM writes the name and then the first pair; a name is short, so only the head is searched.
-    if text.find("<arg_key>", start, min(end, first + 200)) >= 0 or _IDENT_ONLY.match(text, start, end):
+    # ``arg_key>``: the first pair's opener, or its closer when the opener is missing.
+    if text.find("arg_key>", start, min(end, first + 200)) >= 0 or _IDENT_ONLY.match(text, start, end):
         return "glm"
     if text.startswith(("{", "[", "```"), first):
         return "hermes"
