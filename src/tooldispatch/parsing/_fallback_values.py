@@ -32,6 +32,16 @@ def looks_like_schema(args: Any, spec: ToolSpec) -> bool:
     return is_schema_echo(args, takes_properties="properties" in spec.properties)
 
 
+# One plain word, and none that makes the object something other than the call's arguments.
+_STRAY_WORD: Final = re.compile(r"[A-Za-z]{1,24}")
+_NOT_STRAY: Final = frozenset({"not", "never", "no", "without", "like", "example", "or", "and", "vs", "returns"})
+
+
+def may_be_stray(word: str) -> bool:
+    """True when ``word``, between a declared name and its object, may be a stray word (``get_weather now {``)."""
+    return _STRAY_WORD.fullmatch(word) is not None and word.lower() not in _NOT_STRAY
+
+
 def is_placeholder_args(args: Any) -> bool:
     """``{...}``-style stand-ins, or an object whose every value is one (``{"city": "..."}``)."""
     if isinstance(args, str):
