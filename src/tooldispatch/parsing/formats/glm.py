@@ -120,8 +120,9 @@ def find_unwrapped(text: str, blocks: list[tuple[int, int]]) -> list[RawCall]:
             pos = text.find(_KEY_OPEN, pos + 1)
             continue
         limit = min((s for s, _ in blocks if s > pos), default=len(text))
-        end, closed = _run_end(text, pos, limit)
-        span_end = end + len(TOOL_CALL_CLOSE) if text.startswith(TOOL_CALL_CLOSE, end) else end
+        end, _ = _run_end(text, pos, limit)
+        wrapped = text.startswith(TOOL_CALL_CLOSE, end)
+        span_end = end + len(TOOL_CALL_CLOSE) if wrapped else end
         args, cut, _ = read_pairs(text, pos, end, None)
         fixes = (FIX_UNCLOSED,) + ((FIX_INCOMPLETE,) if cut else ())
         out.append(
@@ -133,11 +134,17 @@ def find_unwrapped(text: str, blocks: list[tuple[int, int]]) -> list[RawCall]:
                 arguments=args,
                 arguments_text=text[pos:end],
                 fixes=fixes,
-                truncated=not closed and not text[end:].strip(),
+                # With no closing tag, an output that ends with the run may have been cut before its next pair.
+                truncated=not wrapped and _only_a_tag_start(text[end:].strip()),
             )
         )
         pos = text.find(_KEY_OPEN, span_end)
     return out
+
+
+def _only_a_tag_start(rest: str) -> bool:
+    """True when ``rest`` is empty or the start of a tag the run could go on with."""
+    return not rest or any(tag.startswith(rest) for tag in (_KEY_OPEN, _KEY_CLOSE, _VALUE_OPEN, TOOL_CALL_CLOSE))
 
 
 def _run_end(text: str, pos: int, limit: int) -> tuple[int, bool]:
