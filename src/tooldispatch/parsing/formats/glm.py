@@ -224,8 +224,8 @@ def read_pairs(text: str, pos: int, end: int, pending_key: str | None) -> tuple[
                 _put(args, key, xml_value(text[mark : m.start()].rstrip()))
                 state, mark, tolerated = _IN_KEY, m.end(), True
             elif tag == _KEY_CLOSE:  # no </arg_value> and no <arg_key>: the next key follows the value's line
-                value, _, next_key = text[mark : m.start()].rstrip().rpartition("\n")
-                if not value and not _:
+                value, newline, next_key = text[mark : m.start()].rstrip().rpartition("\n")
+                if not newline:  # one line: all of it is the value, and the key is lost
                     value, next_key = next_key, ""
                 _put(args, key, xml_value(value))
                 key, state, mark, tolerated = next_key.strip(), _AFTER_KEY, m.end(), True
