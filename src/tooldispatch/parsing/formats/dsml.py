@@ -31,7 +31,7 @@ MARKERS: Final[tuple[str, ...]] = (PREFIX,)
 _NAME: Final = r"\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?"
 _STRING: Final = r"(?:\s{1,8}string\s{0,8}=\s{0,8}[\"']?(true|false)[\"']?)?"
 
-DIALECT: Final = XmlDialect(
+DIALECT: Final[XmlDialect] = XmlDialect(
     fmt=FORMAT,
     item_prefix=f"{PREFIX}invoke",
     item_open=re.compile(f"{PREFIX}invoke{_NAME}\\s{{0,8}}>"),

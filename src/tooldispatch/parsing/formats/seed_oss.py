@@ -14,25 +14,26 @@ by the tool's schema.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
-from tooldispatch.parsing.formats import qwen3_coder
 from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 
 FORMAT: Final = "seed_oss"
-OPEN, CLOSE = "<seed:tool_call>", "</seed:tool_call>"
+OPEN: Final = "<seed:tool_call>"
+CLOSE: Final = "</seed:tool_call>"
 MARKERS: Final[tuple[str, ...]] = (OPEN,)
 
-_Q: Final = qwen3_coder.DIALECT
-DIALECT: Final = XmlDialect(
+# qwen3-coder's tags (``formats/qwen3_coder.py``) in Seed-OSS's wrapper.
+DIALECT: Final[XmlDialect] = XmlDialect(
     fmt=FORMAT,
-    item_prefix=_Q.item_prefix,
-    item_open=_Q.item_open,
-    item_close=_Q.item_close,
-    param_prefix=_Q.param_prefix,
-    param_open=_Q.param_open,
-    param_close=_Q.param_close,
+    item_prefix="<function=",
+    item_open=re.compile(r"<function=([^>\n]{1,128})>"),
+    item_close="</function>",
+    param_prefix="<parameter=",
+    param_open=re.compile(r"<parameter=([^>\n]{1,128})>"),
+    param_close="</parameter>",
     wrappers=((OPEN, CLOSE),),
 )
 

@@ -18,7 +18,7 @@ from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 FORMAT: Final = "xml_invoke"
 MARKERS: Final[tuple[str, ...]] = ("<invoke",)
 
-DIALECT: Final = XmlDialect(
+DIALECT: Final[XmlDialect] = XmlDialect(
     fmt=FORMAT,
     item_prefix="<invoke",
     item_open=re.compile(r"<invoke\s{1,8}name\s{0,8}=\s{0,8}[\"']?([^\"'>\n]{1,128})[\"']?\s{0,8}>"),
