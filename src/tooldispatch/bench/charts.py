@@ -36,6 +36,7 @@ _BUCKET_COLORS = {
     "UnknownName": "#fb8c00",
     "SchemaMismatch": "#fdd835",
     "Truncated": "#8e24aa",
+    "Ambiguous": "#6d4c41",
     "no_call": "#bdbdbd",
     "error": "#212121",
 }

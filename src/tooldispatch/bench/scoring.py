@@ -37,10 +37,12 @@ BUCKETS: tuple[str, ...] = (
     "UnknownName",
     "SchemaMismatch",
     "Truncated",
+    "Ambiguous",
     "no_call",
     "error",
 )
-"""Per-output buckets, in report order. ``error``: the request failed and there is no output."""
+"""Per-output buckets, in report order: every bucket of ``tooldispatch.types.Bucket``, then ``no_call`` and
+``error`` (the request failed and there is no output)."""
 
 _ACCEPTED_ORDER = {"ok_strict": 0, "ok_fallback": 1, "repaired": 2}
 

@@ -11,14 +11,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from tooldispatch.parsing.formats._common import parse_python
+from tooldispatch.parsing.formats._common import is_schema_echo, parse_python
 from tooldispatch.parsing.formats.pythonic import read_plain
 from tooldispatch.parsing.lenient import MAX_DEPTH
 from tooldispatch.toolspec import ToolSpec
 
-_SCHEMA_KEYWORDS: Final = frozenset(
-    {"type", "description", "enum", "items", "properties", "anyOf", "oneOf", "$ref", "default"}
-)
 PLACEHOLDER_TEXT: Final = re.compile(r"\s*(?:\{\s*(?:\.\.\.|…)?\s*\}|\.\.\.|…|<[^<>]{0,40}>|\{\{[^{}]{0,40}\}\})\s*")
 
 
@@ -26,26 +23,23 @@ def is_schema_echo_object(value: Mapping[str, Any]) -> bool:
     """A tool declaration copied back (``{"type": "function", "function": {... "parameters": schema}}``)."""
     fn = value.get("function")
     if value.get("type") == "function" and isinstance(fn, dict):
-        return _is_schema(fn.get("parameters"))
-    return "description" in value and _is_schema(value.get("parameters"))
-
-
-def _is_schema(value: Any) -> bool:
-    if not isinstance(value, dict):
-        return False
-    props = value.get("properties")
-    if not isinstance(props, dict):
-        return False
-    if value.get("type") == "object" or isinstance(value.get("required"), list):
-        return True
-    return bool(props) and all(isinstance(p, dict) and _SCHEMA_KEYWORDS.intersection(p) for p in props.values())
+        return is_schema_echo(fn.get("parameters"))
+    return "description" in value and is_schema_echo(value.get("parameters"))
 
 
 def looks_like_schema(args: Any, spec: ToolSpec) -> bool:
     """Arguments that are a JSON Schema rather than values (unless the tool takes such keys)."""
-    if not isinstance(args, dict) or "properties" in spec.properties:
-        return False
-    return _is_schema(args)
+    return is_schema_echo(args, takes_properties="properties" in spec.properties)
+
+
+# One plain word, and none that makes the object something other than the call's arguments.
+_STRAY_WORD: Final = re.compile(r"[A-Za-z]{1,24}")
+_NOT_STRAY: Final = frozenset({"not", "never", "no", "without", "like", "example", "or", "and", "vs", "returns"})
+
+
+def may_be_stray(word: str) -> bool:
+    """True when ``word``, between a declared name and its object, may be a stray word (``get_weather now {``)."""
+    return _STRAY_WORD.fullmatch(word) is not None and word.lower() not in _NOT_STRAY
 
 
 def is_placeholder_args(args: Any) -> bool:

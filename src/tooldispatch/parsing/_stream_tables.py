@@ -21,12 +21,15 @@ import regex
 # text as it grows stays linear overall (the cascade's tag pattern allows any run of spaces; here a run is
 # at most 16 long).
 _STATIC_TRIGGERS: Final = r"""
-    (?P<think><think>|\[THINK\])
+    (?P<think><think>|\[THINK\]|<seed:think>)
   | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
   | (?P<harmony_junk><\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>)
   | (?P<python_start><\|python_start\|>)
   | (?P<open_ended>\[TOOL_CALLS\]|<\|python_tag\|>)
   | (?P<deepseek><[｜|]tool[▁_ ]calls[▁_ ]begin[｜|]>)
+  | (?P<seed_call><seed:tool_call>)
+  | (?P<dsml_calls><｜DSML｜function_calls>)
+  | (?P<dsml_invoke><｜DSML｜invoke[\s>])
   | (?P<qwen_fn><function=)
   | (?P<invoke><invoke[\s>])
   | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]{0,16}[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]{0,16}\|?>)
@@ -34,12 +37,20 @@ _STATIC_TRIGGERS: Final = r"""
   | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
   | (?P<brace>\{)
 """
-_REASONING_CLOSERS: Final = {"<think>": r"</think>", "[THINK]": r"\[/THINK\]", "harmony": r"<\|end\|>|<\|start\|>"}
+_REASONING_CLOSERS: Final = {
+    "<think>": r"</think>",
+    "[THINK]": r"\[/THINK\]",
+    "<seed:think>": r"</seed:think>",
+    "harmony": r"<\|end\|>|<\|start\|>",
+}
 _CLOSER_PATTERNS: Final = {closer: regex.compile(closer) for closer in _REASONING_CLOSERS.values()}
 _TAG_CLOSE: Final = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
 _CLOSERS: Final = {
     "python_start": re.compile(re.escape("<|python_end|>")),
     "deepseek": re.compile(r"<[｜|]tool[▁_ ]calls[▁_ ]end[｜|]>"),
+    "seed_call": re.compile(re.escape("</seed:tool_call>")),
+    "dsml_calls": re.compile(re.escape("</｜DSML｜function_calls>")),
+    "dsml_invoke": re.compile(re.escape("</｜DSML｜invoke>")),
     "qwen_fn": re.compile(re.escape("</function>")),
     "invoke": re.compile(re.escape("</invoke>")),
     "fence": re.compile(re.escape("```")),
@@ -73,7 +84,7 @@ _NOTHING: Final[frozenset[str]] = frozenset()
 # Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
 # would only say "partial match at the start", so it is skipped.
 _LITERAL_OPENERS: Final = ("<tool_call>", "<think>")
-_LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]"}
+_LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]", r"</seed:think>": "</seed:think>"}
 _NO_STEPS: Final[dict[str, _Step]] = {}  # shared, never changed
 _HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _NEWLINE: Final = frozenset("\n")

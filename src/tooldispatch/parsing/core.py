@@ -13,6 +13,7 @@ from typing import Any, Final
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._markers import for_view, scan_markers
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing._typed_values import XML_VALUE_FORMATS, typed_call
 from tooldispatch.parsing.earned import screen
 from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
 from tooldispatch.parsing.formats import find_strict
@@ -263,6 +264,7 @@ def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: f
     if view.isspace() or not view:
         return []
     strict = find_strict(view, tool_format, for_view(markers, view))
+    strict = [typed_call(raw, specs) if raw.format in XML_VALUE_FORMATS else raw for raw in strict]
     try:
         fallback = find_fallback(view, specs, exclude=[raw.span for raw in strict])
         for broken in [raw for raw in strict if raw.truncated and raw.decode_error is not None]:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing._typed_values import VALUE_FIXES, XML_VALUE_FORMATS
 
 __all__ = ["cue_after", "cue_before", "delimited", "opens_quote", "prose_refuses", "quoted", "screen"]
 
@@ -108,7 +109,10 @@ def delimited(raw: RawCall) -> bool:
     """True when the find carries its own markers (a format's tokens or tags, a tool-call wrapper tag)."""
     fmt = raw.format
     if raw.stage == "fallback":
-        return fmt.startswith("tag:") or fmt == "named_tag"
+        if fmt.startswith("tag:") or fmt == "named_tag":
+            return True
+        # An XML-parameter call whose markup was complete and one value needed reading as a literal.
+        return fmt in XML_VALUE_FORMATS and VALUE_FIXES.issuperset(raw.lenient)
     if fmt in _UNDELIMITED_STRICT:
         return raw.raw[:1] not in ("{", "[")
     return True

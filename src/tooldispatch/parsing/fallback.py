@@ -7,7 +7,8 @@ It runs only on the parts of the output the strict stage left (``exclude`` spans
   ``tool_input``/``action_input``/``params``), arguments given as a JSON string, ``{"get_weather": {...}}``,
   lists of these, and calls nested in a wrapper object (``{"tool_calls": [...]}``, ``{"function": {...}}``);
 * a tool name written outside its arguments object: ``update_record {...}``, ``get_weather({...})``,
-  ``get_weather: {...}``, ReAct's ``Action: get_weather`` / ``Action Input: {...}``;
+  ``get_weather: {...}``, ReAct's ``Action: get_weather`` / ``Action Input: {...}``, one stray word between
+  an exact declared name and its object (``get_weather now {...}``, tolerance ``stray_word``);
 * python-call syntax ``get_weather(city="Paris")``, read with :mod:`ast` (literal values only, never evaluated);
 * any of these inside tolerant wrappers: misspelled, re-cased or spaced ``<tool_call>`` tags, ``<toolcall>``,
   ``<function_call>``, ``<tools>``, Markdown fences of any language, and a final tag or fence never closed.
@@ -46,6 +47,7 @@ from tooldispatch.parsing._fallback_values import (
     is_placeholder_args,
     is_schema_echo_object,
     looks_like_schema,
+    may_be_stray,
     parse_kwargs,
 )
 from tooldispatch.parsing._raw import RawCall
@@ -71,6 +73,7 @@ _WRAPPER_TAGS: Final = frozenset(
     {"toolcall", "toolcalls", "functioncall", "functioncalls", "tools", "tool", "toolcode"}
 )
 FIX_TAG: Final = "wrapper_tag"
+FIX_STRAY_WORD: Final = "stray_word"  # one word between a declared name and its object
 """Fix recorded when a tool-call tag was misspelled, re-cased or spaced (``<Tool_Call>``, ``<toolcall>``)."""
 _RESCAN_DEPTH: Final = 2  # how many wrapper objects deep calls are looked for (``{"tool_calls": [{...}]}``)
 
@@ -342,6 +345,8 @@ class _Region:
             if found is None:
                 return None
             fmt, (name, start, paren) = "named_json", found
+            if (stray := None if paren else self._stray_word(name, start)) is not None:
+                (name, start), fixes = stray, (*fixes, FIX_STRAY_WORD)
             if _DEF_BEFORE.search(self.text, max(self.lo, start - 16), start):
                 return None
         resolved = self._anchor(name)
@@ -361,6 +366,13 @@ class _Region:
                 end = closing.end()
         call = _raw_call(fmt, resolved, args, obj_text, fixes=fixes, truncated=truncated)
         return _Found(start, end, call)
+
+    def _stray_word(self, word: str, start: int) -> tuple[str, int] | None:
+        """The declared name (exact) and its start when ``word`` before an object is one stray word after it."""
+        if word in self.tools or not may_be_stray(word):
+            return None
+        named = _name_ending_at(self.text, start, self.lo)
+        return named if named is not None and named[0] in self.tools and named[1] != start else None
 
     def _salvage(self, s: int, e: int, obj_text: str, error: str, *, closed: bool) -> _Found | None:
         """A call object whose JSON cannot be read: keep the name when it is anchored, and the error."""

@@ -27,6 +27,7 @@ from tooldispatch.parsing.formats._common import (
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     is_placeholder,
+    is_schema_echo,
 )
 from tooldispatch.parsing.lenient import scan_json, skip_json_space
 from tooldispatch.repair.validate import Check, fast_check
@@ -320,7 +321,7 @@ def _list_item(obj: Any, tools: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
         return None
     name = obj.get("name")
     arguments = obj["arguments"] if "arguments" in obj else obj.get("parameters")
-    if type(name) is not str or type(arguments) is not dict or "properties" in arguments:
+    if type(name) is not str or type(arguments) is not dict or is_schema_echo(arguments):
         return None
     check = _checks.get(name)
     if check is None or check[0] is not tools.get(name):
@@ -374,8 +375,8 @@ def _call_of(
         check = _check_for(name, spec)
         if check is None:
             return None
-    if "properties" in arguments and arguments.get("type") == "object":
-        return None  # possibly an echoed schema: the cascade decides
+    if "properties" in arguments and is_schema_echo(arguments):
+        return None  # an echoed schema: the cascade drops it
     if (
         hermes
         and len(payload) <= _PLACEHOLDER_BODY_MAX

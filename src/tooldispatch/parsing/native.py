@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -11,6 +12,11 @@ from tooldispatch.parsing.formats._common import FIX_ARGUMENTS_STRING, FIX_FENCE
 from tooldispatch.repair.types import is_mapping
 
 FORMAT: Final = "openai"
+FIX_UNQUOTED_PATH: Final = "unquoted_path"
+"""The tolerance of a Windows path written as a value without quotes (``{"path": C:\\Users\\a.txt}``)."""
+# A value that starts like a Windows path (drive or UNC share) and runs, without quotes, to the next ``,`` or
+# ``}`` on its line. Bounded repeats only.
+_UNQUOTED_PATH: Final = re.compile(r'(:[ \t]{0,8})((?:[A-Za-z]:|\\\\[\w.$-]{1,64})\\[^,}\n"]{0,1024}?)([ \t]{0,8}[,}])')
 
 
 def _field(obj: Any, key: str) -> Any:
@@ -40,6 +46,11 @@ def read_native_calls(native_calls: Iterable[Any]) -> list[tuple[RawCall, str | 
         elif isinstance(raw_args, str):
             payload, fence = _without_fence(raw_args)
             decoded = decode_json(payload)
+            if decoded.error is not None and "\\" in payload:
+                quoted = _UNQUOTED_PATH.sub(_quote_path, payload)
+                retry = decode_json(quoted) if quoted != payload else decoded
+                if retry.error is None:
+                    decoded = Decoded(retry.value, (FIX_UNQUOTED_PATH, *retry.fixes), None, retry.complete)
             if fence and decoded.error is None:
                 decoded = Decoded(decoded.value, (FIX_FENCE, *decoded.fixes), decoded.error, decoded.complete)
             if decoded.error is not None:
@@ -76,6 +87,10 @@ def read_native_calls(native_calls: Iterable[Any]) -> list[tuple[RawCall, str | 
             call = RawCall((-1, -1), raw, FORMAT, "native", name, arguments=raw_args)
         out.append((call, ident))
     return out
+
+
+def _quote_path(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{_quoted(m.group(2).rstrip())}{m.group(3)}"
 
 
 def _without_fence(arguments: str) -> tuple[str, bool]:

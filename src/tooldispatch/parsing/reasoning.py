@@ -1,12 +1,12 @@
 """Split a model's reasoning from its content, keeping offsets into the original text.
 
-Three dialects are recognised:
+Four dialects are recognised:
 
 * ``<think>…</think>`` (Qwen3, DeepSeek-R1, most open reasoning models). When the prompt already
   opened the block (``reasoning_open=True``, llama.cpp's ``thinking_forced_open``), the text up to the
   first ``</think>`` is reasoning. A ``</think>`` with no opener before it means the same thing. An
   opener that is never closed makes the rest of the text reasoning.
-* ``[THINK]…[/THINK]`` (Magistral), with the same rules.
+* ``[THINK]…[/THINK]`` (Magistral) and ``<seed:think>…</seed:think>`` (Seed-OSS), with the same rules.
   A marker inside a closed ``<tool_call>…</tool_call>`` block is part of the call (a string argument that
   mentions it), not a reasoning boundary.
 * gpt-oss harmony channels: ``<|channel|>analysis<|message|>…<|end|>`` is reasoning,
@@ -34,12 +34,17 @@ from tooldispatch.parsing.formats._common import (
     ends_with_bracket,
     iter_blocks,
 )
+from tooldispatch.parsing.formats.harmony import recipient_before
 
 SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
 _Splitter = Callable[[int, int, bool], list[Segment]]
 
-_TAG_PAIRS: Final[tuple[tuple[str, str], ...]] = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
+_TAG_PAIRS: Final[tuple[tuple[str, str], ...]] = (
+    ("<think>", "</think>"),
+    ("[THINK]", "[/THINK]"),
+    ("<seed:think>", "</seed:think>"),
+)
 
 _H_START: Final = "<|start|>"
 _H_CHANNEL: Final = "<|channel|>"
@@ -253,7 +258,7 @@ def _split_harmony(text: str, start: int, end: int, calls: list[tuple[int, int]]
             if 0 <= i < body_end:
                 body_end, close_end = i, i + size
         header = text[head:msg]
-        if "to=" in header:
+        if "to=" in header or recipient_before(text, pos, head) >= 0:
             out.append((head, close_end, "content"))
         else:
             channel = _channel_name(header)

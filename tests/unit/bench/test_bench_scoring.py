@@ -6,8 +6,10 @@ import pytest
 
 from tooldispatch.bench.bfcl_data import BfclCase
 from tooldispatch.bench.corpus import Cell, OutputRecord
-from tooldispatch.bench.scoring import json_repair_calls, score_output
+from tooldispatch.bench.scoring import BUCKETS, json_repair_calls, score_output
 from tooldispatch.bench.stats import paired_difference, pass_hat_k, rate
+from tooldispatch.bench.summary import summarize_cell
+from tooldispatch.types import ACCEPTED_BUCKETS, REJECTED_BUCKETS
 
 FN = {
     "name": "get.weather",
@@ -76,6 +78,24 @@ def test_truncated_call_is_its_own_bucket_and_wrong_everywhere() -> None:
     scored = score_output(_record(CALL, '<tool_call>[{"name": "get.weather", "arguments": {"city": "Par', "length"))
     assert scored.bucket == "Truncated"
     assert not any(scored.correct.values())
+
+
+def test_an_ambiguous_call_in_prose_is_counted_in_its_own_bucket() -> None:
+    """A bare call with prose on both sides lands in Ambiguous, and the cell's bucket rates count it."""
+    text = "First I looked up get.weather(city='Paris') and the sky was clear.\nThen I answered from memory."
+    record = _record(CALL, text)
+    scored = score_output(record)
+    assert (scored.bucket, dict(scored.candidate_buckets)) == ("Ambiguous", {"Ambiguous": 1})
+    assert not any(scored.correct[m] for m in ("strict", "fallback", "repair"))
+    summary = summarize_cell(
+        record.cell, [(record, scored), (_record(CALL, "No call."), score_output(_record(CALL, "No call.")))]
+    )
+    assert (summary.buckets["Ambiguous"].value, summary.buckets["no_call"].value) == (0.5, 0.5)
+
+
+def test_every_parser_bucket_is_a_reported_bucket() -> None:
+    """BUCKETS lists every bucket a candidate can land in, then no_call and error."""
+    assert set(BUCKETS) == ACCEPTED_BUCKETS | REJECTED_BUCKETS | {"no_call", "error"}
 
 
 def test_a_call_on_irrelevance_is_a_false_positive_only_where_it_was_recovered() -> None:

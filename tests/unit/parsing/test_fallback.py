@@ -374,3 +374,31 @@ def test_a_tag_that_is_no_declared_name_is_not_a_call() -> None:
     """Only a declared name, exactly, makes a tag a call's wrapper."""
     assert find_fallback('<weather>{"city": "Paris"}</weather>', TOOLS) == []
     assert find_fallback('<b>{"city": "Paris"}</b>', TOOLS) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ('get_weather now {"city": "Paris"}', 0),
+        ('Calling get_weather tool {"city": "Paris"}', 8),
+        ('get_weather\targs {"city": "Paris"}', 0),
+    ],
+)
+def test_one_stray_word_between_a_declared_name_and_its_object(text: str, start: int) -> None:
+    """NAME word {json} is the call to NAME, with the stray_word tolerance; the span starts at the name."""
+    assert summary(one(text)) == ((start, len(text)), "named_json", "get_weather", PARIS, ("stray_word",), False, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'get_weather not {"city": "Paris"}',
+        'get_weather returns {"city": "Paris"}',
+        'get_wether now {"city": "Paris"}',
+        'get_weather two words {"city": "Paris"}',
+        'get_weather now {"temp": 20}',
+    ],
+)
+def test_a_stray_word_is_tolerated_only_after_an_exact_name_and_fitting_keys(text: str) -> None:
+    """A negating word, a misspelled name, two words, or keys the tool does not take give no candidate."""
+    assert find_fallback(text, TOOLS) == []

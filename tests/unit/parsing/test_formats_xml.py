@@ -26,12 +26,12 @@ def test_qwen3_coder_wrapped_call_strips_value_newlines() -> None:
 
 
 def test_qwen3_coder_without_wrapper_and_multiple() -> None:
-    """Bare <function=…> blocks are calls too, one per block; JSON-looking values are decoded."""
+    """Bare <function=…> blocks are calls too, one per block; values are the text as written (typed later)."""
     text = (
         '<function=a><parameter=n>5</parameter><parameter=tags>["x", "y"]</parameter></function><function=b></function>'
     )
     assert _calls(qwen3_coder.find(text)) == [
-        ("a", {"n": "5", "tags": ["x", "y"]}, "qwen3_coder", "strict"),
+        ("a", {"n": "5", "tags": '["x", "y"]'}, "qwen3_coder", "strict"),
         ("b", {}, "qwen3_coder", "strict"),
     ]
 
@@ -101,12 +101,12 @@ def test_invoke_cut_inside_the_next_parameter_tag_is_incomplete(tail: str) -> No
 
 
 def test_function_calls_wrapper_and_json_values() -> None:
-    """Claude-style <function_calls> works; array values are JSON-decoded, scalars stay strings."""
+    """Claude-style <function_calls> works; every value is the text as written (typed later by the schema)."""
     text = (
         "<function_calls><invoke name='search'><parameter name='tags'>[\"a\"]</parameter>"
         "<parameter name='limit'>3</parameter></invoke></function_calls>"
     )
-    assert _calls(xml_invoke.find(text)) == [("search", {"tags": ["a"], "limit": "3"}, "xml_invoke", "strict")]
+    assert _calls(xml_invoke.find(text)) == [("search", {"tags": '["a"]', "limit": "3"}, "xml_invoke", "strict")]
 
 
 def test_invoke_negatives() -> None:
@@ -124,13 +124,13 @@ def test_invoke_placeholder_is_skipped() -> None:
 
 
 def test_glm_call_with_pairs() -> None:
-    """<tool_call>name<arg_key>…<arg_value>… reads each pair; values stay strings unless JSON-like."""
+    """<tool_call>name<arg_key>…<arg_value>… reads each pair; values are the text as written (typed later)."""
     text = (
         "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
         "<arg_key>days</arg_key>\n<arg_value>[1, 2]</arg_value>\n</tool_call>"
     )
     found = glm.find(text)
-    assert _calls(found) == [("get_weather", {"city": "Paris", "days": [1, 2]}, "glm", "strict")]
+    assert _calls(found) == [("get_weather", {"city": "Paris", "days": "[1, 2]"}, "glm", "strict")]
     assert found[0].span == (0, len(text))
 
 

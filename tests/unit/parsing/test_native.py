@@ -52,3 +52,32 @@ def test_native_arguments_with_fence_residue_are_read_with_the_fence_tolerance(a
     assert [(c.name, c.arguments, c.bucket, c.id, [r.before for r in c.repairs]) for c in outcome.calls] == [
         ("get_weather", {"city": "Paris"}, "ok_fallback", "c1", ["fence"])
     ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "path"),
+    [
+        ('{"path": C:\\Users\\me\\a.txt}', "C:\\Users\\me\\a.txt"),
+        ('{"path": C:\\Program Files\\app\\x.ini, "mode": "r"}', "C:\\Program Files\\app\\x.ini"),
+        ('{"path": \\\\server\\share\\a.txt }', "\\\\server\\share\\a.txt"),
+    ],
+)
+def test_an_unquoted_windows_path_value_is_quoted_with_its_tolerance(arguments: str, path: str) -> None:
+    """A native arguments string with a Windows path written without quotes reads as that exact path."""
+    from tooldispatch.parsing.core import parse_tool_calls
+
+    props = {"path": {"type": "string"}, "mode": {"type": "string"}}
+    tools = [{"name": "read_file", "parameters": {"type": "object", "properties": props}}]
+    native = [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": arguments}}]
+    (call,) = parse_tool_calls("", tools, native_calls=native).calls
+    assert (call.arguments["path"], call.bucket, [r.before for r in call.repairs][:1]) == (
+        path,
+        "ok_fallback",
+        ["unquoted_path"],
+    )
+
+
+def test_unquoted_text_that_is_no_path_stays_unreadable() -> None:
+    """Only a drive or share path is quoted: other unquoted words keep the arguments invalid."""
+    [(call, _)] = read_native_calls([{"function": {"name": "f", "arguments": '{"path": some\\thing}'}}])
+    assert (call.arguments, call.decode_error is not None) == (None, True)

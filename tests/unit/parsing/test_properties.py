@@ -61,6 +61,18 @@ FRAGMENTS = [
     "[THINK]",
     "<arg_key>",
     "<arg_value>",
+    "</arg_key>",
+    "</arg_value>",
+    "<｜DSML｜function_calls>",
+    '<｜DSML｜invoke name="',
+    '<｜DSML｜parameter name="',
+    '" string="true">',
+    "</｜DSML｜parameter>",
+    "</｜DSML｜invoke>",
+    "<seed:tool_call>",
+    "</seed:tool_call>",
+    "<seed:think>",
+    "</seed:think>",
     "tool_name",
     "{...}",
     "null",
@@ -87,7 +99,7 @@ options = st.fixed_dictionaries(
     {
         "finish_reason": st.sampled_from([None, "stop", "length", "tool_calls"]),
         "reasoning_open": st.booleans(),
-        "tool_format": st.sampled_from(["auto", "hermes", "mistral", "pythonic"]),
+        "tool_format": st.sampled_from(["auto", "hermes", "mistral", "pythonic", "glm", "deepseek_v32", "seed_oss"]),
     }
 )
 

@@ -30,6 +30,15 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
 ]
 HERMES = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+DSML = (
+    'Checking.\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+    "</｜DSML｜function_calls>\nDone."
+)
+SEED = (
+    "<seed:think>Weather for Paris.</seed:think>Sure.<seed:tool_call>\n<function=get_weather>\n"
+    "<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>"
+)
 
 SAMPLES = [
     f"Hello there. {HERMES} Bye.",
@@ -48,6 +57,10 @@ SAMPLES = [
     'Use {"city": "it\'s \\"quoted\\" }"} then get_weather({"city": "Oslo"})',
     'get_weather(city="Paris")',
     'functions.get_weather: {"city": "Oslo"} and get_time()',
+    DSML,
+    SEED,
+    ' to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
+    "get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>",
     "",
 ]
 
@@ -511,3 +524,25 @@ def test_prose_with_many_names_streams_to_the_whole_text_outcome(text: str, size
         (e.call.name, e.call.arguments) for e in events if isinstance(e, CallReady)
     ]
     assert whole.candidates, "each text holds call-like text (calls, or calls in mid-prose kept as Ambiguous)"
+
+
+@pytest.mark.parametrize(
+    ("text", "closer", "content", "reasoning"),
+    [
+        (DSML, "</｜DSML｜function_calls>", "Checking.\n\nDone.", ""),
+        (SEED, "</seed:tool_call>", "Sure.", "Weather for Paris."),
+    ],
+)
+def test_dsml_and_seed_calls_are_reported_when_their_closer_arrives(
+    text: str, closer: str, content: str, reasoning: str
+) -> None:
+    """A DSML or Seed-OSS call is reported with the delta that completes its closer; its markup is never content."""
+    parser = StreamParser(TOOLS)
+    cut = text.index(closer) + len(closer)
+    before = [e for ch in text[: cut - 1] for e in parser.feed(ch)]
+    assert calls_of(before) == []
+    at_closer = list(parser.feed(text[cut - 1]))
+    assert calls_of(at_closer) == [("get_weather", {"city": "Paris"}, "call_0")]
+    events = before + at_closer + [e for ch in text[cut:] for e in parser.feed(ch)] + list(parser.close())
+    assert content_of(events) == content
+    assert "".join(e.text for e in events if isinstance(e, ReasoningText)) == reasoning

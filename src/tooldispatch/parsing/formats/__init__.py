@@ -16,6 +16,7 @@ from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import (
     deepseek,
+    dsml,
     gemma,
     glm,
     harmony,
@@ -25,6 +26,7 @@ from tooldispatch.parsing.formats import (
     mistral,
     pythonic,
     qwen3_coder,
+    seed_oss,
     xml_invoke,
 )
 from tooldispatch.parsing.formats._common import is_schema_echo
@@ -52,10 +54,12 @@ FORMATS: Final[dict[str, Format]] = {
         Format("hermes", hermes.MARKERS, hermes.find),
         Format("glm", glm.MARKERS, glm.find),
         Format("qwen3_coder", qwen3_coder.MARKERS, qwen3_coder.find),
+        Format("seed_oss", seed_oss.MARKERS, seed_oss.find),
         Format("xml_invoke", xml_invoke.MARKERS, xml_invoke.find),
         Format("mistral", mistral.MARKERS, mistral.find),
         Format("kimi_k2", kimi.MARKERS, kimi.find),
         Format("deepseek", deepseek.MARKERS, deepseek.find),
+        Format("deepseek_v32", dsml.MARKERS, dsml.find),
         Format("harmony", harmony.MARKERS, harmony.find),
         Format("llama4", llama.MARKERS_LLAMA4, llama.find_llama4),
         Format("llama3_json", llama.MARKERS_LLAMA3, llama.find_llama3),
@@ -65,8 +69,10 @@ FORMATS: Final[dict[str, Format]] = {
 }
 """Every strict format, in the order ties between overlapping finds are settled."""
 _AUTO: Final[tuple[Format, ...]] = (
-    # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body.
+    # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body; GLM
+    # pairs with no wrapper are read on their own.
     Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags),
+    Format("glm", (glm.BARE_MARKER,), glm.find_bare),
     *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
 )
 
@@ -81,9 +87,11 @@ ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "glm45": ("glm",),
     "glm47": ("glm",),
     "qwen3_xml": ("qwen3_coder",),
+    "seed": ("seed_oss",),
     "minimax_m2": ("xml_invoke",),
     "deepseek_v3": ("deepseek",),
     "deepseek_v31": ("deepseek",),
+    "dsml": ("deepseek_v32",),
     "kimi": ("kimi_k2",),
     "openai": ("harmony",),
     "gpt_oss": ("harmony",),

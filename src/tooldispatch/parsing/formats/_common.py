@@ -18,7 +18,6 @@ from tooldispatch.parsing.lenient import (
     NOT_JSON,
     LenientJSONError,
     loads_lenient,
-    loads_strict,
     scan_json,
     skip_json_space,
     strict_value,
@@ -218,16 +217,27 @@ def is_placeholder(name: str | None, body: str = "") -> bool:
 _SCHEMA_KEYS: Final = frozenset(
     {"type", "properties", "required", "additionalProperties", "description", "title", "$schema", "$defs"}
 )
+_PROPERTY_KEYWORDS: Final = frozenset(
+    {"type", "description", "enum", "items", "properties", "anyOf", "oneOf", "$ref", "default"}
+)
 
 
-def is_schema_echo(arguments: Any) -> bool:
-    """True when "arguments" are really a JSON Schema: the model echoed a tool declaration from its prompt."""
-    return (
-        isinstance(arguments, dict)
-        and arguments.get("type") == "object"
-        and isinstance(arguments.get("properties"), dict)
-        and arguments.keys() <= _SCHEMA_KEYS
-    )
+def is_schema_echo(value: Any, *, takes_properties: bool = False) -> bool:
+    """True when arguments are really a JSON Schema: the model echoed a tool declaration from its prompt.
+
+    The one answer to "is this an echoed schema?" for the strict stage, the fallback and the strict lane. An
+    object schema (``properties`` an object, and ``type: object``, a ``required`` list, or every property
+    described with schema keywords) with no key a schema would not have is an echo, unless the tool itself
+    takes a ``properties`` argument (``takes_properties``).
+    """
+    if type(value) is not dict or takes_properties:
+        return False
+    props = value.get("properties")
+    if type(props) is not dict or not value.keys() <= _SCHEMA_KEYS:
+        return False
+    if value.get("type") == "object" or isinstance(value.get("required"), list):
+        return True
+    return bool(props) and all(type(p) is dict and not _PROPERTY_KEYWORDS.isdisjoint(p) for p in props.values())
 
 
 def split_call_object(obj: Any) -> tuple[str | None, Any, tuple[str, ...], str | None]:
@@ -586,28 +596,22 @@ def tool_call_body_kind(text: str, start: int, end: int) -> str:
     if text.startswith("<invoke", first):
         return "xml_invoke"
     # GLM writes the name and then the first pair; a name is short, so only the head is searched.
-    if text.find("<arg_key>", start, min(end, first + 200)) >= 0 or _IDENT_ONLY.match(text, start, end):
+    # ``arg_key>``: the first pair's opener, or its closer when the opener is missing.
+    if text.find("arg_key>", start, min(end, first + 200)) >= 0 or _IDENT_ONLY.match(text, start, end):
         return "glm"
     if text.startswith(("{", "[", "```"), first):
         return "hermes"
     return "none"
 
 
-def xml_value(raw: str) -> Any:
-    """Read a value written between XML-like tags.
+def xml_value(raw: str) -> str:
+    """Read a value written between XML-like tags: its text, typed later by the tool's schema.
 
-    One leading and one trailing newline are dropped (the templates put the value on its own line).
-    Objects and arrays are JSON-decoded; everything else stays a string for schema-guided repair.
+    One leading and one trailing newline are dropped (the templates put the value on its own line); everything
+    else is kept as written, a further trailing newline included (``parsing._typed_values`` types the text).
     """
     value = raw[1:] if raw.startswith("\n") else raw
-    value = value[:-1] if value.endswith("\n") else value
-    head = value.lstrip()[:1]
-    if head in ("{", "["):
-        try:
-            return loads_strict(value)
-        except (ValueError, RecursionError):
-            return value
-    return value
+    return value[:-1] if value.endswith("\n") else value
 
 
 @overload

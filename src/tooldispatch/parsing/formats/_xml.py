@@ -1,4 +1,4 @@
-"""XML-like call blocks (``<function=…>``, ``<invoke name="…">``) with one tag per parameter."""
+"""XML-like call blocks (``<function=…>``, ``<invoke name="…">``) with one tag per parameter, or a JSON body."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from tooldispatch.parsing.formats._common import (
     FIX_INCOMPLETE,
     FIX_UNCLOSED,
     NextFinder,
+    call_from_named_body,
     cut_in_opener,
     extend_to_wrapper,
     is_placeholder,
     make_call,
     xml_value,
 )
+from tooldispatch.parsing.lenient import loads_strict
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +32,11 @@ class XmlDialect:
             every repeat in it is bounded, so one match costs a bounded time.
         item_close: the literal closing tag.
         param_prefix: the literal start of a parameter tag.
-        param_open: pattern of a parameter tag; group 1 is the key.
+        param_open: pattern of a parameter tag; group 1 is the key, an optional group 2 says whether the value
+            is a string (``true``: its exact text) or JSON (``false``: decoded when it reads as JSON).
         param_close: the literal closing parameter tag.
         wrappers: ``(open, close)`` tags that may wrap one or more calls.
+        json_body: a call with no parameter tag may hold its arguments as one JSON object instead.
     """
 
     fmt: str
@@ -43,6 +47,7 @@ class XmlDialect:
     param_open: re.Pattern[str]
     param_close: str
     wrappers: tuple[tuple[str, str], ...]
+    json_body: bool = False
 
 
 def find_xml_calls(text: str, d: XmlDialect) -> list[RawCall]:
@@ -80,6 +85,10 @@ def find_xml_calls(text: str, d: XmlDialect) -> list[RawCall]:
         span = (start, end)
         for open_tag, close_tag in d.wrappers:
             span = extend_to_wrapper(text, span[0], span[1], open_tag, close_tag)
+        body = text[body_start:body_end]
+        if d.json_body and not args and body.lstrip().startswith("{"):
+            out.append(call_from_named_body(text, span, d.fmt, name, body, fixes=fixes, truncated=at_end))
+            continue
         out.append(
             make_call(
                 text,
@@ -108,16 +117,29 @@ def _params(text: str, pos: int, end: int, d: XmlDialect, closes: NextFinder) ->
             pos = p + len(d.param_prefix)
             continue
         key = m.group(1).strip().strip("\"'")
+        kind = m.group(2) if m.re.groups >= 2 else None
         v_start = m.end()
         close = closes.find(v_start, end)
         nxt = text.find(d.param_prefix, v_start, end)
         if close >= 0 and (nxt < 0 or close < nxt):
-            args[key] = xml_value(text[v_start:close])
+            args[key] = _value(text[v_start:close], kind)
             pos = after_last = close + len(d.param_close)
             continue
         unclosed = True
         v_end = nxt if nxt >= 0 else end
-        args[key] = xml_value(text[v_start:v_end].rstrip("\n"))
+        args[key] = _value(text[v_start:v_end].rstrip("\n"), kind)
         if nxt < 0:
             return args, unclosed
         pos = nxt
+
+
+def _value(raw: str, kind: str | None) -> Any:
+    """A parameter's value: its exact text when marked a string, decoded when marked JSON and it reads as JSON."""
+    if kind == "true":
+        return raw
+    if kind == "false":
+        try:
+            return loads_strict(raw.strip())
+        except (ValueError, RecursionError):
+            return raw.strip()
+    return xml_value(raw)

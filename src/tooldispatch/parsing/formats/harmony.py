@@ -6,7 +6,10 @@ analysis channel (as gpt-oss also does), with the recipient before or after the 
     <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{…}<|call|>
     <|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{…}<|call|>
 
-Output usually starts at ``<|channel|>`` because the prompt already holds ``<|start|>assistant``.
+Output usually starts at ``<|channel|>`` because the prompt already holds ``<|start|>assistant``; for the same
+reason it may start with the recipient, before the channel::
+
+     to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{…}<|call|>
 """
 
 from __future__ import annotations
@@ -30,6 +33,16 @@ END_TOKENS: Final[tuple[str, ...]] = ("<|call|>", "<|end|>", "<|return|>")
 _MAX_HEADER: Final = 512
 # Linear: a literal then one bounded character class.
 _RECIPIENT: Final = re.compile(r"to=([^\s<]{1,160})")
+# A recipient right before a channel token, after a blank, a token's ``>`` or the text's start. Searched in a
+# window of at most _BEFORE characters.
+_RECIPIENT_BEFORE: Final = re.compile(r"(?<![^\s>])to=[^\s<]{1,160}\s{0,8}\Z")
+_BEFORE: Final = 192
+
+
+def recipient_before(text: str, lo: int, head: int) -> int:
+    """Where a ``to=NAME`` written right before the channel token at ``head`` starts (not before ``lo``), else -1."""
+    m = _RECIPIENT_BEFORE.search(text, max(lo, head - _BEFORE), head)
+    return m.start() if m is not None else -1
 
 
 def find(text: str) -> list[RawCall]:
@@ -67,6 +80,10 @@ def find(text: str) -> list[RawCall]:
             pos = restart
             continue
         header = text[head:msg] if msg - head <= _MAX_HEADER else ""
+        if "to=" not in header and text.startswith(CHANNEL, head):
+            before = recipient_before(text, pos, head)
+            if before >= 0:
+                header, head = text[before:msg], before
         body_start = msg + len(MESSAGE)
         nxt = _first(starts.find(body_start), channels.find(body_start))
         limit = n if nxt < 0 else nxt

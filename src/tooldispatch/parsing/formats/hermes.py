@@ -46,14 +46,12 @@ def read_block(text: str, block: Block) -> list[RawCall]:
 def find_tool_call_tags(text: str) -> list[RawCall]:
     """Read every ``<tool_call>`` block once, each by the format that owns its body (hermes or GLM)."""
     out: list[RawCall] = []
-    glm_finders: glm.Finders | None = None
     for block in iter_blocks(text, TOOL_CALL_OPEN, TOOL_CALL_CLOSE):
         kind = tool_call_body_kind(text, block.body_start, block.body_end)
         if kind == FORMAT:
             out.extend(read_block(text, block))
         elif kind == glm.FORMAT:
-            glm_finders = glm_finders or glm.Finders.over(text)
-            call = glm.read_block(text, block, glm_finders)
+            call = glm.read_block(text, block)
             if call is not None:
                 out.append(call)
     return out

@@ -15,7 +15,7 @@ from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 FORMAT: Final = "qwen3_coder"
 MARKERS: Final[tuple[str, ...]] = ("<function=",)
 
-DIALECT: Final = XmlDialect(
+DIALECT: Final[XmlDialect] = XmlDialect(
     fmt=FORMAT,
     item_prefix="<function=",
     item_open=re.compile(r"<function=([^>\n]{1,128})>"),
