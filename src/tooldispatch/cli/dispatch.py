@@ -11,19 +11,19 @@ import json
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
-from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
-from tooldispatch.dispatch.state import State
-from tooldispatch.dispatch.trace import DispatchTrace
 from tooldispatch.errors import ConfigError
-from tooldispatch.sources import load_registry
-from tooldispatch.store import ENV_VAR, StateStore, open_store
+from tooldispatch.store import ENV_VAR
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tooldispatch.dispatch import DispatchResult
+    from tooldispatch.dispatch.trace import DispatchTrace
+    from tooldispatch.store import StateStore
 
 StoreOpt = Annotated[
     str,
@@ -37,10 +37,14 @@ OtelOpt = Annotated[bool, typer.Option("--otel", help="Print OpenTelemetry GenAI
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(width=160, soft_wrap=True)
 
 
 def _open(target: str, *, readonly: bool) -> StateStore:
+    from tooldispatch.store import open_store
+
     try:
         return open_store(_existing(target), readonly=readonly)
     except ConfigError as exc:
@@ -62,6 +66,8 @@ def _iso(ts: float) -> str:
 
 
 def _find_trace(store: StateStore, trace_id: str) -> DispatchTrace:
+    from tooldispatch.dispatch.trace import DispatchTrace
+
     if not trace_id or any(c not in "0123456789abcdef" for c in trace_id):
         typer.echo(f"{trace_id!r} is not a trace id; ids are hexadecimal, as 'tooldispatch trace list' shows", err=True)
         raise typer.Exit(1)
@@ -87,6 +93,10 @@ def trace_list(
     Read-only calls' traces are written in batches: a running dispatcher's latest ones appear here after
     its next batch write, its ``flush()`` or its ``close()``.
     """
+    from rich.table import Table
+
+    from tooldispatch.dispatch.state import State
+
     st = _open(store, readonly=True)
     try:
         traces = State(st).traces(session_id=session, tool=tool, limit=limit)
@@ -120,6 +130,8 @@ def trace_show(
     result: Annotated[bool, typer.Option("--result", help="Also print the full, unbounded result.")] = False,
 ) -> None:
     """Show one trace in full, as JSON."""
+    from tooldispatch.dispatch.state import State
+
     st = _open(store, readonly=True)
     try:
         trace = _find_trace(st, trace_id)
@@ -138,6 +150,11 @@ def trace_stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Per-tool rates over the stored traces, with the rates over their action thresholds flagged."""
+    from rich.table import Table
+
+    from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
+    from tooldispatch.dispatch.state import State
+
     st = _open(store, readonly=True)
     try:
         metrics = report([t.to_dict() for t in State(st).traces(tool=tool)])
@@ -171,6 +188,9 @@ def approvals_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List suspended calls waiting for a person's decision."""
+    from rich.table import Table
+
+    from tooldispatch.dispatch.state import State
     from tooldispatch.mcp.pins import Pins
 
     st = _open(store, readonly=True)
@@ -237,6 +257,9 @@ def approvals_approve(
     ] = None,
 ) -> None:
     """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
+    from tooldispatch.dispatch import Dispatcher
+    from tooldispatch.sources import load_registry
+
     edited: dict[str, Any] | None = None
     if args is not None:
         try:
@@ -280,6 +303,8 @@ def approvals_deny(
     store: StoreOpt = "state.db",
 ) -> None:
     """Deny a suspended call: it never runs, and the model is told why."""
+    from tooldispatch.dispatch import Dispatcher, Registry
+
     if approval_id.startswith("pin_"):
         _decide_pin(approval_id, store, "denied")
         return
@@ -341,6 +366,8 @@ def bench_dispatch(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
+    from rich.table import Table
+
     console = _console()
     table = Table(title="dispatch overhead per call (µs), measured side by side")
     for col in (
@@ -392,6 +419,8 @@ def bench_dispatch(
 
 def _bench_mcp_row(console: Console) -> None:
     """The MCP row: dispatch of an MCP call against the SDK's direct call, side by side."""
+    from rich.table import Table
+
     from tooldispatch.bench.dispatch import run_mcp_overhead
 
     try:

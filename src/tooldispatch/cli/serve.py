@@ -10,19 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tooldispatch.errors import BackendUnavailable, ConfigError
-from tooldispatch.profiles import (
-    list_profiles,
-    load_profile,
-    models_answer,
-    plan_launch,
-    start_server,
-    stop_server,
-    wait_until_ready,
-)
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="A profile name from configs/ (see `tooldispatch profiles`) or a path.")
@@ -51,6 +40,17 @@ def serve(
     ] = None,
 ) -> None:
     """Start the server a profile describes, wait until /v1/models answers, and say how to use it."""
+    from rich.console import Console
+
+    from tooldispatch.profiles import (
+        load_profile,
+        models_answer,
+        plan_launch,
+        start_server,
+        stop_server,
+        wait_until_ready,
+    )
+
     console = Console(highlight=False, soft_wrap=True)
     try:
         prof = load_profile(profile)
@@ -99,6 +99,11 @@ def serve(
 
 def profiles() -> None:
     """List the deployment profiles in configs/."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tooldispatch.profiles import list_profiles, load_profile
+
     table = Table("profile", "backend", "description")
     for name in list_profiles():
         try:

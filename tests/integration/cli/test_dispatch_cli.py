@@ -149,12 +149,13 @@ def test_console_script_prints_tooldispatch_errors_as_one_line(
     import tooldispatch.cli as cli
     from tooldispatch.errors import ConfigError
 
-    def broken() -> None:
-        raise ConfigError("no profile 'x'; known profiles: a, b")
+    class Broken:
+        def main(self, args: object, prog_name: str) -> None:
+            raise ConfigError("no profile 'x'; known profiles: a, b")
 
-    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setattr(cli, "command", Broken)
     with pytest.raises(SystemExit) as exited:
-        cli.main()
+        cli.main([])
     assert exited.value.code == 2
     assert capsys.readouterr().err == "error: no profile 'x'; known profiles: a, b\n"
 
