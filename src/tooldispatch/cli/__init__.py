@@ -77,15 +77,32 @@ def command() -> Any:
     return lazy_root(app)
 
 
+def _click_error() -> type[Exception]:
+    """click's ``ClickException`` (typer vendors click and exports only some of its exceptions)."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``tooldispatch`` console script.
 
-    An error of tooldispatch's own (a broken config, a dead server, a missing model) that a command did
-    not report itself is printed as one ``error:`` line with exit code 2; any other exception as one line
-    with exit code 70 (``TOOLDISPATCH_DEBUG=1`` shows its traceback). Never a traceback by default.
+    Every error is one ``error:`` line on stderr, never a traceback: a usage error (unknown option, bad
+    value) names the ``--help`` to read and exits 2; an error of tooldispatch's own (a broken config, a
+    dead server, a missing model) that a command did not report itself exits 2; any other exception exits
+    70 (``TOOLDISPATCH_DEBUG=1`` shows its traceback).
     """
+    click_error = _click_error()
     try:
-        command().main(args, prog_name="tooldispatch")
+        code = command().main(args, prog_name="tooldispatch", standalone_mode=False)
+    except click_error as exc:
+        ctx = getattr(exc, "ctx", None)
+        usage = ctx is not None and type(exc).__name__ != "ClickException"
+        where = f"; see '{ctx.command_path} --help'" if usage else ""
+        message = str(exc.format_message()).rstrip(".")  # type: ignore[attr-defined]
+        typer.echo(f"error: {message}{where}", err=True)
+        raise SystemExit(getattr(exc, "exit_code", 2)) from None
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        raise SystemExit(130) from None
     except TooldispatchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None
@@ -98,3 +115,4 @@ def main(args: list[str] | None = None) -> None:
             err=True,
         )
         raise SystemExit(70) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

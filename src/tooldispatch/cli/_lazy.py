@@ -3,8 +3,9 @@
 Typer turns every command of an app into a click command (reading each function's signature) before it
 parses anything; with some sixty commands that is most of the start-up time of ``tooldispatch --help``.
 :func:`lazy_root` builds the root group with its own options only, and gives it a mapping of subcommands
-that builds each one on first use (through typer's public ``get_command`` on a one-command app or on the
-sub-app), so a run builds one command and the root help reads the first line of each docstring.
+that builds each one on first use (through typer's ``get_command`` on a one-command app, or
+``get_group_from_info`` for a sub-app, as typer itself builds it), so a run builds one command and the
+root help reads the first line of each docstring.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ class _Commands(MutableMapping[str, Any]):
                 assert sub is not None
                 sub.rich_markup_mode = None  # plain click help, as at the root (rich's formatter is slow to import)
                 sub.pretty_exceptions_enable = False
-                cmd = typer.main.get_command(sub)
-                cmd.name = name
+                cmd = typer.main.get_group_from_info(
+                    info, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=None
+                )
             else:
                 one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
                 one.registered_commands.append(info)

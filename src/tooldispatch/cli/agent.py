@@ -26,7 +26,7 @@ DEMO_MODEL = "qwen2.5-coder-0.5b-instruct@Q4_K_M"
 
 
 def _fail(exc: BaseException) -> typer.Exit:
-    _out().print(f"[red]error:[/red] {exc}")
+    typer.echo(f"error: {exc}", err=True)
     return typer.Exit(code=2)
 
 
@@ -139,6 +139,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         from tooldispatch.agent.display import LiveView
 
         sources = None
+        if parse not in (None, "server", "client"):
+            raise _fail(ValueError(f"unknown --parse {parse!r}; use server or client"))
         try:
             backend = _backend(profile, model, base_url, parse)
             sources, dispatcher = _tool_dispatcher(tools, mcp, store, mcp_logs)

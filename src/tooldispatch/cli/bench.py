@@ -44,8 +44,17 @@ _N_CTX_HELP = "llama.cpp context length (0: the model's own, capped at 16,384)."
 
 
 def _fail(exc: TooldispatchError) -> None:
-    _out().print(f"[red]error:[/red] {exc}")
+    typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2) from exc
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` starts with SQLite's header (read only: the file is not opened as a database)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
@@ -194,7 +203,14 @@ def replay(
         acc = " ".join(f"{m}={100 * r.value:.1f}%" for m, r in cell.accuracy.items())
         _out().print(f"  {cell.label}: {acc}")
     if compare is not None:
-        old = json.loads(compare.read_text(encoding="utf-8"))
+        try:
+            old = json.loads(compare.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            _fail(TooldispatchError(f"--compare {compare}: {exc}; pass the summary.json of an earlier report"))
+            return
+        if not isinstance(old, dict) or "cells" not in old:
+            _fail(TooldispatchError(f"--compare {compare} is not a report's summary.json (no 'cells')"))
+            return
         for line in compare_summaries(old, summary.to_dict()):
             _out().print("  " + line)
     if out is not None:
@@ -213,6 +229,7 @@ def report(
     from tooldispatch.bench.report import summarize, write_report
     from tooldispatch.bench.results_db import DB_NAME, ResultsDB
     from tooldispatch.bench.session import REPORT_DIR
+    from tooldispatch.errors import ConfigError
     from tooldispatch.proxy.report import is_proxy_store, write_proxy_report
 
     try:
@@ -220,6 +237,11 @@ def report(
             for f in write_proxy_report(run, out or run.parent / REPORT_DIR):
                 _out().print(str(f))
             return
+        if run.is_file() and _is_sqlite(run):
+            raise ConfigError(
+                f"{run} is a SQLite file without proxied requests; pass a benchmark run folder (with {DB_NAME}), "
+                "its corpus.jsonl, or the state file of a proxy that has served requests"
+            )
         if run.is_dir() and (run / DB_NAME).is_file():
             db = ResultsDB(run)
             try:
@@ -231,7 +253,12 @@ def report(
             summary = summarize(read_corpus(run))
             target = out or run.parent / REPORT_DIR
         else:
-            raise typer.BadParameter(f"{run} is neither a run folder with {DB_NAME} nor a corpus file")
+            raise ConfigError(
+                f"{run} is neither a run folder with {DB_NAME} nor a corpus file; pass what `tooldispatch bench "
+                "bfcl --run-dir DIR` wrote (DIR, or DIR/corpus.jsonl)"
+            )
+        if not summary.cells:
+            raise ConfigError(f"{run} holds no benchmark outputs to report; run `tooldispatch bench bfcl` first")
         files = write_report(summary, target, html_too=html, title="BFCL")
     except TooldispatchError as exc:
         _fail(exc)

@@ -56,7 +56,9 @@ def _existing(target: str) -> str:
     """A store file must already exist: a typo must not make an empty one."""
     path = Path(target)
     if "://" not in target and target != ":memory:" and not path.is_file():
-        typer.echo(f"no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True)
+        typer.echo(
+            f"error: no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True
+        )
         raise typer.Exit(2)
     return target
 

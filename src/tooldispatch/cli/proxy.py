@@ -157,15 +157,17 @@ def stats(
     from rich.table import Table
 
     from tooldispatch.proxy.stats import BUCKETS, has_requests, rates
-    from tooldispatch.store import Store
+    from tooldispatch.store import open_store
 
     if not store.is_file():
         raise _fail(ConfigError(f"no state file at {store}; pass --store with the file given to `tooldispatch proxy`"))
     try:
-        st = Store(store)
+        st = open_store(store, readonly=True)
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     try:
+        if st.fetchone("SELECT 1 FROM schema_migrations WHERE name = 'proxy_0001_requests'") is None:
+            raise _fail(ConfigError(f"{store} holds no proxy traffic; pass the --store given to `tooldispatch proxy`"))
         if not has_requests(st):
             typer.echo(f"no proxied request counted in {store} yet")
             return

@@ -126,7 +126,9 @@ def test_missing_store(tmp_path: Path) -> None:
     missing = tmp_path / "nope.db"
     out = runner.invoke(app, ["trace", "list", "--store", str(missing)])
     assert out.exit_code == 2
-    assert out.output == f"no state file at {missing}; pass --store with the file given to Dispatcher(store=...)\n"
+    assert out.output == (
+        f"error: no state file at {missing}; pass --store with the file given to Dispatcher(store=...)\n"
+    )
     assert not missing.exists()
 
 
@@ -150,7 +152,7 @@ def test_console_script_prints_tooldispatch_errors_as_one_line(
     from tooldispatch.errors import ConfigError
 
     class Broken:
-        def main(self, args: object, prog_name: str) -> None:
+        def main(self, args: object, prog_name: str, standalone_mode: bool) -> None:
             raise ConfigError("no profile 'x'; known profiles: a, b")
 
     monkeypatch.setattr(cli, "command", Broken)
