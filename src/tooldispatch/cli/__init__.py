@@ -96,7 +96,7 @@ def main(args: list[str] | None = None) -> None:
     except click_error as exc:
         ctx = getattr(exc, "ctx", None)
         usage = ctx is not None and type(exc).__name__ != "ClickException"
-        where = f"; see '{ctx.command_path} --help'" if usage else ""
+        where = f"; see '{ctx.command_path} --help'" if usage and ctx is not None else ""
         message = str(exc.format_message()).rstrip(".")  # type: ignore[attr-defined]
         typer.echo(f"error: {message}{where}", err=True)
         raise SystemExit(getattr(exc, "exit_code", 2)) from None

@@ -65,6 +65,7 @@ class _Commands(MutableMapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self.built:
             info = self.infos[name]
+            cmd: Any
             if isinstance(info, TyperInfo):
                 sub = info.typer_instance
                 assert sub is not None
