@@ -39,6 +39,7 @@ _AREAS = (
     "models",
     "serve",
     "agent",
+    "chat",
     "backend_bench",
     "bench",
     "store",

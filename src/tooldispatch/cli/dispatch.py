@@ -26,11 +26,12 @@ if TYPE_CHECKING:
     from tooldispatch.store import StateStore
 
 StoreOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--store",
         envvar=ENV_VAR,
-        help="The dispatcher's store: a SQLite file, or a postgresql:// URL (also read from TOOLDISPATCH_STORE).",
+        help="The dispatcher's store: a SQLite file, or a postgresql:// URL (also read from TOOLDISPATCH_STORE). "
+        "Default: the store runs are kept in (tooldispatch config get store).",
     ),
 ]
 OtelOpt = Annotated[bool, typer.Option("--otel", help="Print OpenTelemetry GenAI execute_tool spans as JSON.")]
@@ -42,9 +43,10 @@ def _console() -> Console:
     return Console(width=160, soft_wrap=True)
 
 
-def _open(target: str, *, readonly: bool) -> StateStore:
+def _open(target: str | None, *, readonly: bool) -> StateStore:
     from tooldispatch.store import open_store
 
+    target = _store_or_home(target)
     try:
         return open_store(_existing(target), readonly=readonly)
     except ConfigError as exc:
@@ -84,7 +86,7 @@ def _find_trace(store: StateStore, trace_id: str) -> DispatchTrace:
 
 
 def trace_list(
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="The most recent N traces.")] = 50,
@@ -127,7 +129,7 @@ def trace_list(
 
 def trace_show(
     trace_id: Annotated[str, typer.Argument(help="A trace id, or its first characters.")],
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     otel: OtelOpt = False,
     result: Annotated[bool, typer.Option("--result", help="Also print the full, unbounded result.")] = False,
 ) -> None:
@@ -147,7 +149,7 @@ def trace_show(
 
 
 def trace_stats(
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
@@ -185,7 +187,7 @@ def trace_stats(
 
 
 def approvals_list(
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     every: Annotated[bool, typer.Option("--all", help="Also show decided approvals.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -226,7 +228,7 @@ def approvals_list(
         )
 
 
-def _decide_pin(approval_id: str, store: str, state: str) -> None:
+def _decide_pin(approval_id: str, store: str, approve: bool) -> None:
     """Approve or deny a changed MCP tool definition (``pin_...`` ids)."""
     import time
 
@@ -235,7 +237,7 @@ def _decide_pin(approval_id: str, store: str, state: str) -> None:
     st = _open(store, readonly=False)
     try:
         pins = Pins(st)
-        pin = pins.decide(approval_id, "approved" if state == "approved" else "denied", time.time())
+        pin = pins.decide(approval_id, "approved" if approve else "denied", time.time())
         known = pins.get(approval_id)
     finally:
         st.close()
@@ -244,23 +246,50 @@ def _decide_pin(approval_id: str, store: str, state: str) -> None:
     typer.echo(f"{pin.id}: MCP server {pin.server!r} tool {pin.tool!r} version {pin.sha256[:12]} is {pin.state}")
 
 
+def _store_or_home(store: str | None) -> str:
+    from tooldispatch.home import default_store
+
+    return store or default_store()
+
+
+def _run_sources(st: StateStore, approval_id: str) -> tuple[list[str], list[str], str] | None:
+    """The tools, MCP configs and demo world of the run that suspended ``approval_id`` (``None``: no such run)."""
+    from tooldispatch.dispatch.state import State
+    from tooldispatch.runlog import latest_of_session, sources_of
+
+    pending = State(st).approval(approval_id)
+    if pending is None:
+        _fail(f"no approval {approval_id!r} in {st.target}; 'tooldispatch approvals list' shows the pending ones")
+    record = latest_of_session(st, pending.session_id)
+    if record is None:
+        return None
+    tools, mcp = sources_of(record)
+    return tools, mcp, record.world
+
+
 def approvals_approve(
     approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
     tools: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="The tools, as 'package.module:attr' or 'file.py:attr' (a Registry or a function returning one)."
+            help="The tools the call was suspended on, when no kept run names them: 'demo', 'file.py[:attr]' or "
+            "'package.module:attr' (a Registry or a function returning one). Repeatable."
         ),
     ] = None,
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     args: Annotated[str | None, typer.Option("--args", help="Edited arguments as a JSON object.")] = None,
     mcp: Annotated[
-        list[Path] | None, typer.Option("--mcp", help="The mcpServers file(s) whose tool was suspended.")
+        list[Path] | None,
+        typer.Option("--mcp", metavar="FILE", help="The mcpServers file(s) whose tool was suspended."),
     ] = None,
 ) -> None:
-    """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
+    """Approve a suspended call and run it now, on the tools and world of the run that suspended it.
+
+    A call suspended by `tooldispatch run` or `chat` needs no flag: the run log names its tools and its
+    demo world. A call suspended by your own Dispatcher needs --tools/--mcp. Prints the result.
+    """
     from tooldispatch.dispatch import Dispatcher
-    from tooldispatch.sources import load_registry
+    from tooldispatch.sources import load_sources
 
     edited: dict[str, Any] | None = None
     if args is not None:
@@ -271,30 +300,34 @@ def approvals_approve(
         if not isinstance(parsed, dict):
             _fail('--args must be a JSON object, e.g. \'{"order_id": "o-101"}\'')
         edited = parsed
+    target = _store_or_home(store)
     if approval_id.startswith("pin_"):
-        _decide_pin(approval_id, store, "approved")
+        _decide_pin(approval_id, target, approve=True)
         return
-    if tools is None and not mcp:
-        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr' or --mcp FILE")
-    st = _open(store, readonly=False)
+    st = _open(target, readonly=False)
     sources = None
     try:
-        if mcp:
-            from tooldispatch.sources import load_sources
-
-            sources = load_sources([tools] if tools else [], mcp, store=st)
-            dispatcher = Dispatcher(sources.registry, store=st)
+        world = ":memory:"
+        if tools or mcp:
+            targets, configs = list(tools or []), [str(m) for m in mcp or []]
         else:
-            assert tools is not None
-            dispatcher = Dispatcher(load_registry(tools), store=st)
+            found = _run_sources(st, approval_id)
+            if found is None:
+                _fail(
+                    f"approval {approval_id!r} was not suspended by a kept run of `tooldispatch run` or `chat`; "
+                    "pass the tools it was suspended on: --tools 'package.module:attr' or --mcp FILE"
+                )
+            targets, configs, world = found
+            world = world or ":memory:"
+        sources = load_sources(targets, configs, store=st, demo_world=world)
+        dispatcher = Dispatcher(sources.registry, store=st)
         result = dispatcher.approve(approval_id, edited)
     except ConfigError as exc:
         if sources is not None:
             sources.close()
         st.close()
         _fail(str(exc))
-    if sources is not None:
-        sources.close()
+    sources.close()
     dispatcher.close()
     _print_result(result)
 
@@ -302,15 +335,16 @@ def approvals_approve(
 def approvals_deny(
     approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
     reason: Annotated[str, typer.Option(help="Why; the model is told.")],
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
 ) -> None:
     """Deny a suspended call: it never runs, and the model is told why."""
     from tooldispatch.dispatch import Dispatcher, Registry
 
+    target = _store_or_home(store)
     if approval_id.startswith("pin_"):
-        _decide_pin(approval_id, store, "denied")
+        _decide_pin(approval_id, target, approve=False)
         return
-    st = _open(store, readonly=False)
+    st = _open(target, readonly=False)
     dispatcher = Dispatcher(Registry(), store=st)
     try:
         result = dispatcher.deny(approval_id, reason)
@@ -322,7 +356,7 @@ def approvals_deny(
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(message, err=True)
+    typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
 
 
