@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import io
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -53,3 +56,32 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "state.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+@dataclass
+class Ran:
+    """What one ``tooldispatch`` command printed and how it exited."""
+
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """Run ``tooldispatch ARGS`` in process through its console-script entry point (``main``), stdin optional."""
+    from tooldispatch.cli import main
+
+    def run(*args: str, stdin: str | bytes = b"") -> Ran:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return Ran(code, captured.out, captured.err)
+
+    return run

@@ -83,7 +83,8 @@ def bfcl(
     max_tokens: Annotated[int, typer.Option(help="Completion budget per request.")] = 192,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     concurrency: Annotated[int, typer.Option(help="Requests in flight (default: 1 local, 4 HTTP).")] = 0,
-    n_threads: Annotated[int, typer.Option(help="llama.cpp CPU threads (0: its default).")] = 0,
+    threads: Annotated[int, typer.Option("--threads", min=0, help="llama.cpp CPU threads (0: its default).")] = 0,
+    n_threads: Annotated[int | None, typer.Option("--n-threads", hidden=True, help="Old name of --threads.")] = None,
     n_ctx: Annotated[int, typer.Option(help=_N_CTX_HELP)] = 0,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning the same command resumes it.")] = Path(
         "runs/bfcl"
@@ -116,7 +117,7 @@ def bfcl(
             quant_label=quant_label,
             provider_quantizations=_split(provider_quantizations),
             provider_only=_split(provider_only),
-            n_threads=n_threads or None,
+            n_threads=(n_threads if n_threads is not None else threads) or None,
             n_ctx=n_ctx or None,
         )
         targets = build_targets(spec)

@@ -91,6 +91,7 @@ def trace_list(
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="The most recent N traces.")] = 50,
     otel: OtelOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the traces as JSON.")] = False,
 ) -> None:
     """List the most recent dispatch traces, oldest first.
 
@@ -108,6 +109,9 @@ def trace_list(
         st.close()
     if otel:
         typer.echo(json.dumps([t.to_otel() for t in traces], indent=2))
+        return
+    if as_json:
+        typer.echo(json.dumps([t.to_dict() for t in traces], indent=2, ensure_ascii=False))
         return
     table = Table(title=f"traces in {st.target} ({len(traces)})")
     for col in ("id", "started (UTC)", "session", "tool", "status", "reason", "attempts", "tool ms"):

@@ -97,21 +97,30 @@ def serve(
     raise _fail(BackendUnavailable(f"the server exited with code {code}; see {log_path}"), 1)
 
 
-def profiles() -> None:
+def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
     """List the deployment profiles in configs/."""
+    import json
+
     from rich.console import Console
     from rich.table import Table
 
     from tooldispatch.profiles import list_profiles, load_profile
 
-    table = Table("profile", "backend", "description")
+    rows = []
     for name in list_profiles():
         try:
             prof = load_profile(name)
         except ConfigError as exc:
-            table.add_row(name, "[red]invalid[/red]", str(exc))
+            rows.append({"profile": name, "backend": "invalid", "description": str(exc), "model": None})
             continue
-        table.add_row(name, prof.backend, prof.description)
+        rows.append({"profile": name, "backend": prof.backend, "description": prof.description, "model": prof.model})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("profile", "backend", "model", "description")
+    for row in rows:
+        backend = "[red]invalid[/red]" if row["backend"] == "invalid" else str(row["backend"])
+        table.add_row(str(row["profile"]), backend, str(row["model"] or ""), str(row["description"]))
     Console(soft_wrap=True).print(table)
 
 

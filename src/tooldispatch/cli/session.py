@@ -3,6 +3,7 @@ world, and keeping each run in the store's run log (``tooldispatch.runlog``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -138,7 +139,8 @@ def open_store_for_runs(target: str) -> StateStore:
 class Session:
     """One conversation: the backend, the store, the tools (the demo world in its own file) and the agent.
 
-    ``run`` keeps every run in the store's run log; ``history`` continues an earlier conversation.
+    ``run`` keeps every run in the store's run log; ``history`` continues an earlier conversation. All runs
+    of a session share one event loop: an HTTP backend's client belongs to the loop it first ran on.
     """
 
     def __init__(
@@ -181,6 +183,7 @@ class Session:
         self.dispatcher = Dispatcher(self.sources.registry, store=self.store)
         self.view = LiveView(console, summary=summary)
         self.agent: Agent = self._agent()
+        self._loop = asyncio.new_event_loop()
 
     def _agent(self) -> Agent:
         from tooldispatch.agent import Agent, Budget
@@ -216,7 +219,7 @@ class Session:
         from tooldispatch.runlog import record_of, save
 
         started = time.time()
-        run = self.agent.run(task, history=history or ())
+        run = self._loop.run_until_complete(self.agent.arun(task, history=history or ()))
         self.dispatcher.flush()
         record = record_of(
             run,
@@ -241,6 +244,7 @@ class Session:
             self.sources.close()
         finally:
             self.dispatcher.close()
+            self._loop.close()
 
 
 def transcript(run: AgentRun, record: RunRecord) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def upstream() -> Iterator[str]:
         yield f"{running.url}/v1"
 
 
-if __name__ == "__main__":  # serve until killed: python tests/unit/cli/upstream.py
+if __name__ == "__main__":  # serve until killed: python tests/integration/cli/upstream.py
     with upstream() as url:
         print(url, flush=True)
         sys.stdin.read()
