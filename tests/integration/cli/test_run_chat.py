@@ -193,3 +193,14 @@ def test_models_alias_set_list_remove(cli: Cli) -> None:
     assert cli("models", "alias").out == ""
     bad = cli("models", "alias", "a@b", "x")
     assert (bad.code, bad.err) == (1, "error: an alias is a plain name, not 'a@b'\n")
+
+
+def test_live_view_shows_a_refusals_message_and_suggestion_in_full(cli: Cli, scripted: list[str]) -> None:
+    """A refused call's message and suggestion appear whole in the live view, not cut to a preview."""
+    ran = cli("run", "look up o-999", *scripted, "--max-turns", "2")
+    shown = " ".join(ran.out.split())
+    assert (
+        "message: get_order failed: unknown order 'o-999'; call list_orders() to see the existing orders (status 404)"
+        in shown
+    )
+    assert "suggestion: the request was refused; change the arguments or the plan" in shown
