@@ -210,8 +210,10 @@ def chat(
                 typer.echo(_one_line(transcript(result, record)))  # one JSON object per line (JSONL)
             elif result.final_answer:
                 console.print(f"[bold]{result.final_answer}[/bold]")
+            pending = f", {record.pending} awaiting approval (tooldispatch approvals list)" if record.pending else ""
             console.print(
-                f"[dim]run {record.id}: {record.end_reason}, {record.calls} call(s), {record.wall_s:.1f} s[/dim]"
+                f"[dim]run {record.id}: {record.end_reason}, {record.calls} call(s){pending}, "
+                f"{record.wall_s:.1f} s[/dim]"
             )
     finally:
         if save_history is not None:
