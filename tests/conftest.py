@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import importlib.util
+import io
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import pg_server as pg_server_mod
+
+
+@pytest.fixture(autouse=True)
+def _user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test out of the real per-user home: XDG data and config folders point into a temp folder."""
+    base = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +56,32 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "state.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+@dataclass
+class Ran:
+    """What one ``tooldispatch`` command printed and how it exited."""
+
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """Run ``tooldispatch ARGS`` in process through its console-script entry point (``main``), stdin optional."""
+    from tooldispatch.cli import main
+
+    def run(*args: str, stdin: str | bytes = b"") -> Ran:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return Ran(code, captured.out, captured.err)
+
+    return run

@@ -68,6 +68,7 @@ def load_sources(
     *,
     store: StateStore,
     mcp_log_dir: str | Path | None = None,
+    demo_world: str | Path = ":memory:",
 ) -> ToolSources:
     """Load every tool source and merge them into one registry.
 
@@ -76,6 +77,7 @@ def load_sources(
         mcp: ``mcpServers`` JSON files.
         store: the dispatcher's store (MCP pins live there).
         mcp_log_dir: where MCP servers' logs go (default: a new temporary folder, named in ``notes``).
+        demo_world: the demo world's SQLite file (seeded when new; kept as it is when not), or ``:memory:``.
 
     Raises:
         ConfigError: a target cannot be loaded or a config is broken (one line saying which and why).
@@ -87,7 +89,7 @@ def load_sources(
             if target == "demo":
                 from tooldispatch.tools.demo import DemoWorld, build_registry
 
-                out.world = DemoWorld.seed()
+                out.world = DemoWorld.seed(demo_world)
                 parts.append(("demo", build_registry(out.world)))
             else:
                 parts.append((_label(target), load_registry(target)))

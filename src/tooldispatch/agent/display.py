@@ -42,23 +42,54 @@ def _candidate_line(cand: Candidate) -> Text:
         if rep.distance:
             line.append(f" (distance {rep.distance})", style="yellow")
     if cand.error and not cand.accepted:
-        line.append(f"\n      rejected: {_short(cand.error, 300)}", style="red")
+        line.append(f"\n      rejected: {cand.error}", style="red")
     return line
 
 
-class LiveView:
-    """Prints a run as it happens: reasoning dimmed, content, each call with its parse stage and
-    repairs, each dispatch with its status and time, and a summary at the end."""
+def _refusal_lines(content: str) -> Text | None:
+    """A refused or failed call's message and suggestion, in full (the lines the model needs), or ``None``."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not ("message" in data or "suggestion" in data):
+        return None
+    out = Text()
+    if data.get("message"):
+        out.append(f"\n      message: {data['message']}", style="red")
+    if data.get("suggestion"):
+        out.append(f"\n      suggestion: {data['suggestion']}", style="yellow")
+    if data.get("approval_id"):
+        out.append(f"\n      approval id: {data['approval_id']}", style="yellow")
+    return out
 
-    def __init__(self, console: Console | None = None, *, show_stream: bool = True) -> None:
+
+class LiveView:
+    """Prints a run as it happens: a spinner while the model reads the prompt, reasoning dimmed, content,
+    each call with its parse stage and repairs, each dispatch with its status and time (a refusal's message
+    and suggestion in full), and a summary at the end (``summary=False`` leaves it out)."""
+
+    def __init__(self, console: Console | None = None, *, show_stream: bool = True, summary: bool = True) -> None:
         self.console = console or Console(highlight=False)
         self.show_stream = show_stream
+        self.summary = summary
         self._in_reasoning = False
+        self._status: Any = None
+
+    def _stop_spinner(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
     def __call__(self, event: AgentEvent) -> None:
         c = self.console
+        if not isinstance(event, TurnStarted):
+            self._stop_spinner()
         if isinstance(event, TurnStarted):
             c.rule(f"turn {event.index + 1}", style="dim")
+            if c.is_terminal:
+                self._status = c.status("the model is reading the prompt…", spinner="dots")
+                self._status.start()
         elif isinstance(event, ModelStreamed) and self.show_stream:
             ev = event.event
             if isinstance(ev, ReasoningDelta):
@@ -90,11 +121,16 @@ class LiveView:
             if r.reason:
                 line.append(f" ({r.reason})", style=style)
             line.append(f"  {event.run.tool_s * 1000:.1f} ms", style="dim")
-            line.append(f"\n      {_short(r.content, 240)}", style="dim")
+            refusal = _refusal_lines(r.content) if r.status != "ok" else None
+            if refusal is not None:
+                line.append(refusal)
+            else:
+                line.append(f"\n      {_short(r.content, 240)}", style="dim")
             c.print(line)
         elif isinstance(event, RunEnded):
             c.print()
-            c.print(summary_table(event.run))
+            if self.summary:
+                c.print(summary_table(event.run))
 
 
 def summary_table(run: AgentRun) -> Table:

@@ -9,6 +9,7 @@ model spends reasoning never counts against a tool's budget.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -89,6 +90,17 @@ def _assistant_message(completion: Completion, calls: Sequence[ToolCall]) -> dic
             for i, call in enumerate(calls)
         ]
     return message
+
+
+def _unique_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """The calls with ids unique across turns and runs: the parser numbers each output's calls from
+    ``call_0``, so each such id (or a missing one) is replaced by a random one; a server's own ids are kept."""
+    out = []
+    for call in calls:
+        if call.id is None or (call.id.startswith("call_") and call.id[5:].isdigit()):
+            call = dataclasses.replace(call, id=f"call_{uuid.uuid4().hex[:16]}")
+        out.append(call)
+    return tuple(out)
 
 
 def _loop_time(deadline: float | None) -> float | None:
@@ -201,17 +213,17 @@ class Agent:
         if self.observer is not None:
             self.observer(event)
 
-    def run(self, task: str) -> AgentRun:
+    def run(self, task: str, *, history: Sequence[Mapping[str, Any]] = ()) -> AgentRun:
         """Run ``task`` to an end (sync). Safe to call from inside a running event loop's thread."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(task))
+            return asyncio.run(self.arun(task, history=history))
         box: list[AgentRun | BaseException] = []
 
         def target() -> None:
             try:
-                box.append(asyncio.run(self.arun(task)))
+                box.append(asyncio.run(self.arun(task, history=history)))
             except BaseException as exc:
                 box.append(exc)
 
@@ -361,16 +373,18 @@ class Agent:
             repairs=call.repairs,
         )
 
-    async def arun(self, task: str) -> AgentRun:
+    async def arun(self, task: str, *, history: Sequence[Mapping[str, Any]] = ()) -> AgentRun:
         """Run ``task`` to an end: a final answer, or the first budget reached.
 
         The wall-time budget bounds each model turn (a turn still streaming when it runs out is dropped)
         and the dispatch of a turn's calls (calls not started by then are reported as not run).
+        ``history`` is an earlier conversation to continue (its system message included); the task is the
+        next user message.
         """
         t_start = time.monotonic()
         deadline = t_start + self.budget.max_wall_s if self.budget.max_wall_s is not None else None
-        messages: list[dict[str, Any]] = []
-        if self.system_prompt:
+        messages: list[dict[str, Any]] = [dict(m) for m in history]
+        if self.system_prompt and not messages:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": task})
         turns: list[Turn] = []
@@ -423,8 +437,9 @@ class Agent:
             )
             self._emit(TurnParsed(index, outcome, completion))
             if outcome.calls:
-                messages.append(_assistant_message(completion, outcome.calls))
-                runs = await self._dispatch(index, outcome.calls, completion, deadline)
+                calls = _unique_ids(outcome.calls)
+                messages.append(_assistant_message(completion, calls))
+                runs = await self._dispatch(index, calls, completion, deadline)
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
                         continue

@@ -1,11 +1,15 @@
 """PNG charts of a run's summaries (matplotlib, Agg backend: no display needed).
 
 Each chart names what it shows, its units, and every cell as ``model@quant`` with its engine, so it
-reads on its own when pasted elsewhere.
+reads on its own when pasted elsewhere. Colours come from the Okabe-Ito palette, which stays distinguishable
+with the common colour-vision deficiencies; the modes a reader compares most (strict only, + fallback,
++ repair) are orange, sky blue and dark blue, and accepted buckets are also hatched, so no reading rests on
+hue alone. Charts are as wide as their cells need: one cell gets a narrow chart, not a wide empty one.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,25 +25,33 @@ MODE_LABELS = {
     "repair": "+ repair",
 }
 MODE_ORDER = ("baseline", "json_repair", "strict", "fallback", "repair")
+# Okabe & Ito, "Color Universal Design" (2008): distinguishable with protanopia, deuteranopia, tritanopia.
 _MODE_COLORS = {
-    "baseline": "#9e9e9e",
-    "json_repair": "#b39ddb",
-    "strict": "#90caf9",
-    "fallback": "#42a5f5",
-    "repair": "#1565c0",
+    "baseline": "#999999",  # grey
+    "json_repair": "#CC79A7",  # reddish purple
+    "strict": "#E69F00",  # orange
+    "fallback": "#56B4E9",  # sky blue
+    "repair": "#0072B2",  # blue
 }
 _BUCKET_COLORS = {
-    "ok_strict": "#1b5e20",
-    "ok_fallback": "#43a047",
-    "repaired": "#a5d6a7",
-    "InvalidJson": "#e53935",
-    "UnknownName": "#fb8c00",
-    "SchemaMismatch": "#fdd835",
-    "Truncated": "#8e24aa",
-    "Ambiguous": "#6d4c41",
-    "no_call": "#bdbdbd",
-    "error": "#212121",
+    "ok_strict": "#009E73",  # bluish green
+    "ok_fallback": "#56B4E9",  # sky blue
+    "repaired": "#0072B2",  # blue
+    "InvalidJson": "#D55E00",  # vermillion
+    "UnknownName": "#E69F00",  # orange
+    "SchemaMismatch": "#F0E442",  # yellow
+    "Truncated": "#CC79A7",  # reddish purple
+    "Ambiguous": "#7F7F7F",  # mid grey: kept, never run
+    "no_call": "#DDDDDD",  # light grey
+    "error": "#000000",  # black
 }
+_ACCEPTED = ("ok_strict", "ok_fallback", "repaired")
+_LIGHT = ("SchemaMismatch", "no_call", "ok_fallback", "UnknownName")  # labels on these fills are black
+
+
+def _width(cells: int) -> float:
+    """Inches for a grouped bar chart of ``cells`` groups: enough for the bars and labels, no more."""
+    return min(16.0, max(5.5, 1.9 * cells + 3.0))
 
 
 def _plt() -> Any:
@@ -81,16 +93,24 @@ def _buckets(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
         values = [100 * c.buckets[bucket].value for c in cells]
         if not any(values):
             continue
-        ax.barh(labels, values, left=left, color=_BUCKET_COLORS[bucket], label=bucket, edgecolor="white")
+        ax.barh(
+            labels,
+            values,
+            left=left,
+            color=_BUCKET_COLORS[bucket],
+            label=bucket,
+            edgecolor="white",
+            hatch="//" if bucket in _ACCEPTED else None,
+        )
         for i, v in enumerate(values):
             if v >= 6:
-                dark = bucket in ("ok_strict", "InvalidJson", "Truncated", "error")
-                ax.text(left[i] + v / 2, i, f"{v:.0f}", ha="center", va="center", color="white" if dark else "black")
+                ink = "black" if bucket in _LIGHT else "white"
+                ax.text(left[i] + v / 2, i, f"{v:.0f}", ha="center", va="center", color=ink, fontweight="bold")
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_xlim(0, 100)
     ax.invert_yaxis()
     ax.set_xlabel("share of outputs (%)")
-    ax.set_title(f"{title}Where each output landed (one bucket per output; accepted buckets in green)")
+    ax.set_title(f"{title}Where each output landed (one bucket per output; accepted buckets hatched)")
     ax.legend(title="bucket", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -100,7 +120,7 @@ def _buckets(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
 
 def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(9, 2.4 * len(cells) + 2), 6))
+    fig, ax = plt.subplots(figsize=(_width(len(cells)), 5.5))
     width = 0.8 / len(MODE_ORDER)
     for j, mode in enumerate(MODE_ORDER):
         rates = [getattr(c, metric)[mode] for c in cells]
@@ -119,11 +139,12 @@ def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str)
         ax.set_ylabel("irrelevance cases with a call (%), 95 % CI")
         what = f"False positives: calls made on irrelevance cases (lower is better, n={n} per cell)"
     ax.set_ylim(0, 110)
-    ax.set_title(f"{title}{what}")
+    chars = int(_width(len(cells)) * 11)  # about 11 title characters per inch at this size
+    ax.set_title(textwrap.fill(f"{title}{what}", chars), fontsize=10)
     ax.legend(
-        title=f"how the raw output was turned into calls (engine: {_engines(cells)})",
+        title=textwrap.fill(f"how the raw output was turned into calls (engine: {_engines(cells)})", chars),
         fontsize=8,
-        ncols=len(MODE_ORDER),
+        ncols=len(MODE_ORDER) if len(cells) > 2 else 3,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.16),
     )
@@ -135,12 +156,12 @@ def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str)
 
 def _latency(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(9, 2.4 * len(cells) + 2), 5))
+    fig, ax = plt.subplots(figsize=(_width(len(cells)), 4.5))
     xs = list(range(len(cells)))
     p50 = [c.latency_p50_s or 0.0 for c in cells]
     p95 = [c.latency_p95_s or 0.0 for c in cells]
-    ax.bar([x - 0.2 for x in xs], p50, 0.4, color="#42a5f5", label="p50 per request")
-    ax.bar([x + 0.2 for x in xs], p95, 0.4, color="#1565c0", label="p95 per request")
+    ax.bar([x - 0.2 for x in xs], p50, 0.4, color="#56B4E9", label="p50 per request")
+    ax.bar([x + 0.2 for x in xs], p95, 0.4, color="#0072B2", label="p95 per request")
     top = max([*p95, 1e-09])
     for x, c in zip(xs, cells, strict=True):
         tps = f"{c.tokens_per_s:.0f} tok/s" if c.tokens_per_s else "tok/s n/a"
@@ -148,8 +169,11 @@ def _latency(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
     ax.set_xticks(xs, [_tick(c) for c in cells], fontsize=7)
     ax.set_ylabel("seconds per request")
     ax.set_ylim(0, top * 1.18)
-    ax.set_title(f"{title}Latency per request (labels: median decode tokens/s)")
-    ax.legend(title=_engines(cells), fontsize=8)
+    ax.set_title(
+        textwrap.fill(f"{title}Latency per request (labels: median decode tokens/s)", int(_width(len(cells)) * 11)),
+        fontsize=10,
+    )
+    ax.legend(title=_engines(cells), fontsize=8, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -176,8 +176,30 @@ def write_corpus(path: Path, records: Iterable[OutputRecord]) -> int:
 
 
 def read_corpus(path: Path) -> Iterator[OutputRecord]:
-    """Read a JSONL corpus written by ``write_corpus``."""
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield OutputRecord.from_dict(json.loads(line))
+    """Read a JSONL corpus written by ``write_corpus``.
+
+    Raises:
+        ConfigError: the file cannot be read, or a line is not one output record (the message names the line).
+    """
+    from tooldispatch.errors import ConfigError
+
+    fix = "pass the corpus.jsonl a benchmark run writes (RUN_DIR/corpus.jsonl)"
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except ValueError as exc:
+                    raise ConfigError(f"{path} line {number} is not JSON ({exc}); {fix}") from None
+                if not isinstance(data, dict):
+                    raise ConfigError(f"{path} line {number} is not a JSON object; {fix}")
+                try:
+                    yield OutputRecord.from_dict(data)
+                except (TypeError, KeyError, ValueError, AttributeError) as exc:
+                    raise ConfigError(f"{path} line {number} is not a benchmark output record ({exc}); {fix}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file; {fix}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}; {fix}") from None

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +66,28 @@ def summarize(
     return RunSummary(cells=cells, differences=diffs, meta=dict(meta or {}))
 
 
+def report_title(summary: RunSummary, base: str, *, date: str | None = None) -> str:
+    """The report's title: what was run, on which models and engines, and when.
+
+    ``date`` defaults to ``meta["date"]`` when the run recorded one, else today's date (UTC).
+    """
+    models = list(dict.fromkeys(f"{c.model}@{c.quant}" if c.quant else c.model for c in summary.cells))
+    engines = list(dict.fromkeys(c.engine for c in summary.cells if c.engine))
+    when = date or str(summary.meta.get("date") or datetime.now(UTC).strftime("%Y-%m-%d"))
+    shown = ", ".join(models[:4]) + (f" and {len(models) - 4} more" if len(models) > 4 else "")
+    parts = [base or "Benchmark report", shown or "no cells", ", ".join(engines) or "unknown engine", when]
+    return " — ".join(parts)
+
+
 def write_report(summary: RunSummary, out_dir: Path, *, html_too: bool = False, title: str = "") -> list[Path]:
-    """Write ``report.md``, ``summary.json`` and the charts (and ``report.html``); return the files."""
+    """Write ``report.md``, ``summary.json`` and the charts (and ``report.html``); return the files.
+
+    ``title`` names the benchmark (``BFCL``); the written title adds the models, engines and date.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
+    full = report_title(summary, title)
     charts = write_charts(summary.cells, out_dir, title=f"{title}: " if title else "")
-    md = render_markdown(summary, [p.name for p in charts], title=title or "Benchmark report")
+    md = render_markdown(summary, [p.name for p in charts], title=full)
     md_path = out_dir / "report.md"
     md_path.write_text(md, encoding="utf-8")
     json_path = out_dir / "summary.json"
@@ -76,7 +95,7 @@ def write_report(summary: RunSummary, out_dir: Path, *, html_too: bool = False, 
     files = [md_path, json_path, *charts]
     if html_too:
         html_path = out_dir / "report.html"
-        html_path.write_text(markdown_to_html(md, title=title or "Benchmark report"), encoding="utf-8")
+        html_path.write_text(markdown_to_html(md, title=full), encoding="utf-8")
         files.append(html_path)
     return files
 
@@ -95,6 +114,23 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return [*lines, ""]
+
+
+LEGENDS = {
+    "cells": "*Columns:* **cell** backend | model@quant | parse mode | constrained; **engine** the inference engine "
+    "and its version; **tensor types** the quantization types really stored in the file; **outputs** model "
+    "outputs kept; **errors** requests that got no output.",
+    "buckets": "*Columns:* **ok_strict** a call in the model's documented format; **ok_fallback** a call the "
+    "tolerant fallback found (wrong wrapper, bare JSON, python syntax); **repaired** accepted after a "
+    "schema-guided repair; **InvalidJson**, **UnknownName**, **SchemaMismatch**, **Truncated** rejected, by "
+    "reason; **no_call** nothing call-like; **error** the request failed; **in_reasoning** a call found only "
+    "inside the reasoning.",
+    "modes": "*Columns:* how the raw output is turned into calls. **serving-stack default** the parser a serving "
+    "stack applies by default; **json_repair** the json_repair library on the output; **strict only** the "
+    "documented format alone; **+ fallback** also the tolerant fallback; **+ repair** also schema-guided "
+    "repair (tooldispatch's full cascade).",
+}
+"""One short legend per table, printed under it, so the report reads without docs/bench.md."""
 
 
 def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -> str:
@@ -117,16 +153,19 @@ def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -
         ["cell", "engine", "tensor types (real, from the file)", "outputs", "errors"],
         ([c.label, c.engine or "-", _types(c.tensor_types), str(c.outputs), str(c.errors)] for c in cells),
     )
+    out += [LEGENDS["cells"], ""]
     out += ["## Output buckets (% of outputs)", ""]
     out += _table(
         ["cell", *BUCKETS, "in_reasoning"],
         ([c.label, *(_pct(c.buckets[b].value) for b in BUCKETS), _pct(c.in_reasoning.value)] for c in cells),
     )
+    out += [LEGENDS["buckets"], ""]
     out += ["## BFCL AST accuracy (cases that expect calls; %, 95 % bootstrap CI)", ""]
     out += _table(
         ["cell", *(MODE_LABELS[m] for m in MODE_ORDER)],
         ([c.label, *(c.accuracy[m].fmt() for m in MODE_ORDER)] for c in cells),
     )
+    out += [LEGENDS["modes"], ""]
     out += ["## False positives on irrelevance (share of cases with a call; lower is better)", ""]
     out += _table(
         ["cell", *(MODE_LABELS[m] for m in MODE_ORDER)],
@@ -194,6 +233,13 @@ def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _inline(line: str) -> str:
+    """A paragraph's text with ``**bold**`` and ``*italic*`` (the legends' only markup), escaped."""
+    text = html.escape(line)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    return re.sub(r"\*(.+?)\*", r"<i>\1</i>", text)
+
+
 def markdown_to_html(markdown: str, *, title: str) -> str:
     """A small HTML page of the report (headings, tables, code blocks, images, paragraphs)."""
     body: list[str] = []
@@ -204,11 +250,15 @@ def markdown_to_html(markdown: str, *, title: str) -> str:
         if not table:
             return
         head, *rows = table
-        body.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead>")
+        body.append(
+            "<div class='scroll'><table><thead><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+            + "</tr></thead>"
+        )
         body.append(
             "<tbody>"
             + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
-            + "</tbody></table>"
+            + "</tbody></table></div>"
         )
         table.clear()
 
@@ -232,13 +282,17 @@ def markdown_to_html(markdown: str, *, title: str) -> str:
                 src = line[line.index("](") + 2 : -1]
                 body.append(f'<p><img src="{html.escape(src)}" alt="{html.escape(src)}"></p>')
             elif line.strip():
-                body.append(f"<p>{html.escape(line)}</p>")
+                body.append(f"<p>{_inline(line)}</p>")
     flush_table()
     style = (
-        "body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}img{max-width:100%}"
+        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.4}"
+        ".scroll{overflow-x:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}img{max-width:100%;height:auto}"
+        "pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.5em}"
+        "@media (max-width:600px){body{margin:1em auto}td,th{font-size:11px}}"
     )
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>"
         f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )

@@ -2,88 +2,61 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
+from tooldispatch.cli.exits import HELP
+from tooldispatch.cli.options import (
+    ConstrainedOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    MaxTurnsOpt,
+    McpLogsOpt,
+    McpOpt,
+    ModelOpt,
+    NCtxOpt,
+    ProfileOpt,
+    SeedOpt,
+    StoreOpt,
+    TemperatureOpt,
+    ThreadsOpt,
+    ToolsOpt,
+    TranscriptOpt,
+)
 from tooldispatch.errors import TooldispatchError
 
-console = Console(highlight=False)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _out(*, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, stderr=stderr)
+
+
+def _ending(record: Any) -> str:
+    """The last line of a run: how it ended, its id, and what to run next."""
+    hint = {
+        0: "",
+        3: "; a budget ended it (raise --max-turns, --max-tokens or --n-ctx)",
+        4: "; the backend failed",
+        5: "; a call waits for approval: tooldispatch approvals list",
+    }.get(record.exit_code, "")
+    return (
+        f"run {record.id} ({record.session_id}) ended: {record.end_reason}{hint}. "
+        f"Continue it with: tooldispatch chat -c"
+    )
+
 
 DEFAULT_MODEL = "smollm2-135m-instruct@Q4_1"
 DEMO_MODEL = "qwen2.5-coder-0.5b-instruct@Q4_K_M"
 
 
 def _fail(exc: BaseException) -> typer.Exit:
-    console.print(f"[red]error:[/red] {exc}")
+    typer.echo(f"error: {exc}", err=True)
     return typer.Exit(code=2)
-
-
-def _backend(profile: str, model: str | None, base_url: str | None, parse: str | None) -> Any:
-    from tooldispatch.profiles import backend_from_profile, load_profile
-
-    prof = load_profile(profile)
-    overrides: dict[str, Any] = {}
-    if prof.backend == "llamacpp":
-        if model:
-            overrides["model"] = model
-    else:
-        if model:
-            overrides["model"] = model
-        if base_url:
-            overrides["base_url"] = base_url
-        if parse:
-            overrides["parse"] = parse
-    return backend_from_profile(prof, **overrides)
-
-
-STORE_HELP = (
-    "The dispatcher's store: a SQLite file, or a postgresql:// URL shared by many workers (also read from "
-    "TOOLDISPATCH_STORE); in memory when not given."
-)
-
-
-ToolsOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--tools",
-        help="Tools: 'demo' (the logistics world), 'path/to/file.py[:attr]' or 'package.module:attr' (a Registry "
-        "or a function returning one). Repeat to combine; default 'demo' unless --mcp is given.",
-    ),
-]
-McpOpt = Annotated[
-    list[Path] | None,
-    typer.Option("--mcp", help="An mcpServers JSON file (stdio 'command' or Streamable HTTP 'url'). Repeatable."),
-]
-McpLogsOpt = Annotated[
-    Path | None, typer.Option("--mcp-logs", help="Folder for MCP servers' stderr logs (default: a new temp folder).")
-]
-
-
-def _tool_dispatcher(
-    tools: list[str] | None, mcp: list[Path] | None, store: str | None, mcp_logs: Path | None
-) -> tuple[Any, Any]:
-    """The merged tool sources and a dispatcher over them; MCP pins need a file, ./state.db by default."""
-    from tooldispatch.dispatch import Dispatcher
-    from tooldispatch.sources import load_sources
-    from tooldispatch.store import open_store
-
-    if store is None and mcp:
-        store = "state.db"
-        console.print(f"[dim]state (traces, approvals, MCP pins): {store}[/dim]")
-    st = open_store(store if store is not None else ":memory:")
-    try:
-        sources = load_sources(tools or ([] if mcp else ["demo"]), mcp or (), store=st, mcp_log_dir=mcp_logs)
-    except BaseException:
-        st.close()
-        raise
-    for note in sources.notes:
-        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-    return sources, Dispatcher(sources.registry, store=st, tool_loop=sources.tool_loop)
 
 
 def _demo_world(store: str | None) -> tuple[Any, Any]:
@@ -98,92 +71,82 @@ def _demo_world(store: str | None) -> tuple[Any, Any]:
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add ``run``, ``chat`` and ``demo`` to the command line."""
 
-    @app.command()
+    @app.command(epilog=HELP)
     def run(
         task: Annotated[str, typer.Argument(help="What the agent should do, in plain words.")],
-        profile: Annotated[str, typer.Option(help="Deployment profile from configs/ (see `tooldispatch serve`).")] = (
-            "cpu-llamacpp"
-        ),
-        model: Annotated[
-            str | None, typer.Option(help="Model as NAME@QUANT (llamacpp) or the served model id.")
-        ] = None,
+        model: ModelOpt = None,
+        profile: ProfileOpt = None,
         base_url: Annotated[
             str | None, typer.Option(help="OpenAI-compatible server URL, overriding the profile.")
         ] = None,
-        parse: Annotated[str | None, typer.Option(help="server (use the server's tool_calls) or client.")] = None,
+        parse: Annotated[
+            str | None,
+            typer.Option(metavar="server|client", help="server (use the server's tool_calls) or client."),
+        ] = None,
         tools: ToolsOpt = None,
         mcp: McpOpt = None,
         mcp_logs: McpLogsOpt = None,
-        constrained: Annotated[bool, typer.Option(help="Grammar-constrained decoding (llamacpp only).")] = False,
+        constrained: ConstrainedOpt = None,
         tool_choice: Annotated[
-            str,
+            str | None,
             typer.Option(
-                help="auto (call or answer), required (every turn is a call; the run ends at its turn budget) "
-                "or a tool name."
+                metavar="auto|required|NAME",
+                help="auto (call or answer), required (every turn is a call) or a tool name.",
             ),
-        ] = "auto",
-        max_turns: Annotated[int, typer.Option(help="Turn budget.")] = 6,
-        max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 384,
-        store: Annotated[str | None, typer.Option(envvar="TOOLDISPATCH_STORE", help=STORE_HELP)] = None,
-        json_out: Annotated[Path | None, typer.Option("--json", help="Write the transcript and traces here.")] = None,
+        ] = None,
+        n_ctx: NCtxOpt = None,
+        temperature: TemperatureOpt = None,
+        seed: SeedOpt = None,
+        max_tokens: MaxTokensOpt = None,
+        max_turns: MaxTurnsOpt = None,
+        threads: ThreadsOpt = None,
+        store: StoreOpt = None,
+        as_json: JsonOpt = False,
+        transcript_file: TranscriptOpt = None,
     ) -> None:
-        """Run one task with the agent loop and show the turns live."""
-        from tooldispatch.agent import Agent, Budget
-        from tooldispatch.agent.display import LiveView
+        """Run one task with the agent loop, show the turns live, and keep the run (tooldispatch logs)."""
+        from tooldispatch.cli.session import Session, build_backend, dumps, resolve, transcript
 
-        sources = None
+        console = _out(stderr=as_json)
         try:
-            backend = _backend(profile, model, base_url, parse)
-            sources, dispatcher = _tool_dispatcher(tools, mcp, store, mcp_logs)
-            agent = Agent(
-                backend=backend,
-                dispatcher=dispatcher,
-                budget=Budget(max_turns=max_turns),
-                max_tokens=max_tokens,
+            settings = resolve(
+                model=model,
+                profile=profile,
+                base_url=base_url,
+                parse=parse,
+                tools=tools,
+                mcp=mcp,
+                mcp_logs=mcp_logs,
                 constrained=constrained,
                 tool_choice=tool_choice,
-                observer=LiveView(console),
+                n_ctx=n_ctx,
+                temperature=temperature,
+                seed=seed,
+                max_tokens=max_tokens,
+                max_turns=max_turns,
+                threads=threads,
+                store=store,
             )
-            result = agent.run(task)
-        except TooldispatchError as exc:
-            raise _fail(exc) from exc
-        finally:
-            if sources is not None:
-                sources.close()
-        if json_out:
-            json_out.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
-            console.print(f"transcript written to {json_out}")
-
-    @app.command()
-    def chat(
-        profile: Annotated[str, typer.Option(help="Deployment profile from configs/.")] = "cpu-llamacpp",
-        model: Annotated[str | None, typer.Option(help="Model as NAME@QUANT or the served model id.")] = None,
-        base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
-        max_turns: Annotated[int, typer.Option(help="Turn budget per message.")] = 6,
-        tools: ToolsOpt = None,
-        mcp: McpOpt = None,
-        mcp_logs: McpLogsOpt = None,
-        store: Annotated[str | None, typer.Option(envvar="TOOLDISPATCH_STORE", help=STORE_HELP)] = None,
-    ) -> None:
-        """Talk to the agent (the demo world unless --tools/--mcp say otherwise); each line is a task. Ctrl-D ends."""
-        from tooldispatch.agent import Agent, Budget
-        from tooldispatch.agent.display import LiveView
-
-        try:
-            backend = _backend(profile, model, base_url, None)
-            sources, dispatcher = _tool_dispatcher(tools, mcp, store, mcp_logs)
+            with console.status("loading the model…"):
+                backend = build_backend(settings)
+            session = Session(settings, console=console, backend=backend, command="run")
         except TooldispatchError as exc:
             raise _fail(exc) from exc
         try:
-            agent = Agent(
-                backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=max_turns), observer=LiveView(console)
-            )
-            console.print(f"[dim]tooldispatch chat — {len(sources.registry)} tools; Ctrl-D to end[/dim]")
-            for line in sys.stdin:
-                if line.strip():
-                    agent.run(line.strip())
+            result, record = session.run(task)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
         finally:
-            sources.close()
+            session.close()
+        data = transcript(result, record)
+        if transcript_file is not None:
+            transcript_file.write_text(dumps(data), encoding="utf-8")
+            console.print(f"transcript written to {transcript_file}")
+        if as_json:
+            typer.echo(dumps(data))
+        else:
+            console.print(_ending(record), highlight=False)
+        raise typer.Exit(record.exit_code)
 
     @app.command()
     def demo(
@@ -213,6 +176,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         from tooldispatch.models import pull
         from tooldispatch.tools.demo import SYSTEM_PROMPT, demo_tasks
 
+        console = _out()
         tasks = {t.id: t for t in demo_tasks()}
         if task not in tasks:
             raise _fail(ValueError(f"unknown demo task {task!r}; choose one of {', '.join(tasks)}"))

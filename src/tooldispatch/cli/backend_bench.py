@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from tooldispatch.bench.backend import BackendReport, DecodeRow, find_llama_server, paired_ratio, run
 from tooldispatch.errors import BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tooldispatch.bench.backend import BackendReport, DecodeRow
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -19,6 +21,8 @@ def _num(value: float | None, fmt: str) -> str:
 
 def tables(report: BackendReport) -> list[Table]:
     """Return the report as ``rich`` tables, in the order they are printed."""
+    from rich.table import Table
+
     s = report.settings
     ours = report.row("llamacpp")
     server = report.row("llama-server")
@@ -73,6 +77,8 @@ def tables(report: BackendReport) -> list[Table]:
 
 
 def _paired(a: DecodeRow, b: DecodeRow) -> float | None:
+    from tooldispatch.bench.backend import paired_ratio
+
     return paired_ratio(a.rates(), b.rates())
 
 
@@ -124,6 +130,10 @@ def bench_backend(
     as_json: JsonOpt = False,
 ) -> None:
     """Decode tok/s of the llamacpp backend against bare llama-cpp-python and llama-server, and loop overhead."""
+    from rich.console import Console
+
+    from tooldispatch.bench.backend import find_llama_server, run
+
     console = Console(width=180, stderr=as_json)
     try:
         binary = find_llama_server(llama_server)

@@ -6,14 +6,20 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from tooldispatch.errors import TooldispatchError
 
-_console = Console()
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _out() -> Console:
+    from rich.console import Console
+
+    return Console()
 
 
 def _split(value: str) -> list[str]:
@@ -38,8 +44,17 @@ _N_CTX_HELP = "llama.cpp context length (0: the model's own, capped at 16,384)."
 
 
 def _fail(exc: TooldispatchError) -> None:
-    _console.print(f"[red]error:[/red] {exc}")
+    typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(2) from exc
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` starts with SQLite's header (read only: the file is not opened as a database)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
@@ -68,7 +83,8 @@ def bfcl(
     max_tokens: Annotated[int, typer.Option(help="Completion budget per request.")] = 192,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.0,
     concurrency: Annotated[int, typer.Option(help="Requests in flight (default: 1 local, 4 HTTP).")] = 0,
-    n_threads: Annotated[int, typer.Option(help="llama.cpp CPU threads (0: its default).")] = 0,
+    threads: Annotated[int, typer.Option("--threads", min=0, help="llama.cpp CPU threads (0: its default).")] = 0,
+    n_threads: Annotated[int | None, typer.Option("--n-threads", hidden=True, help="Old name of --threads.")] = None,
     n_ctx: Annotated[int, typer.Option(help=_N_CTX_HELP)] = 0,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning the same command resumes it.")] = Path(
         "runs/bfcl"
@@ -101,7 +117,7 @@ def bfcl(
             quant_label=quant_label,
             provider_quantizations=_split(provider_quantizations),
             provider_only=_split(provider_only),
-            n_threads=n_threads or None,
+            n_threads=(n_threads if n_threads is not None else threads) or None,
             n_ctx=n_ctx or None,
         )
         targets = build_targets(spec)
@@ -122,21 +138,21 @@ def bfcl(
         result = run_session(
             targets, cases, run_dir, options, meta=meta, progress=progress, interleave_cells=interleave_cells
         )
-        _console.print(
+        _out().print(
             f"stored {result.stored} outputs, {result.skipped} already done, {len(result.failed)} failed, "
             f"{result.pauses} pauses"
         )
         for cell, case_id, seed, error in result.failed[:10]:
-            _console.print(f"  [yellow]failed[/yellow] {cell} {case_id} seed={seed}: {error}")
+            _out().print(f"  [yellow]failed[/yellow] {cell} {case_id} seed={seed}: {error}")
         if result.failed:
-            _console.print("rerun the same command to retry the failed requests; stored outputs are kept")
+            _out().print("rerun the same command to retry the failed requests; stored outputs are kept")
         db = ResultsDB(run_dir)
         try:
             summary = summarize(db.records(), meta=db.meta())
         finally:
             db.close()
         files = write_report(summary, run_dir / REPORT_DIR, html_too=html, title="BFCL")
-        _console.print(f"report: {files[0]}")
+        _out().print(f"report: {files[0]}")
     except TooldispatchError as exc:
         _fail(exc)
 
@@ -164,7 +180,7 @@ def suite(
             n_ctx=n_ctx or None,
             run_dir=run_dir,
         )
-        _console.print(text)
+        _out().print(text)
     except TooldispatchError as exc:
         _fail(exc)
 
@@ -183,17 +199,24 @@ def replay(
     except TooldispatchError as exc:
         _fail(exc)
         return
-    _console.print(f"re-scored {count} outputs in {seconds:.2f} s ({count / max(seconds, 1e-9):.0f} outputs/s)")
+    _out().print(f"re-scored {count} outputs in {seconds:.2f} s ({count / max(seconds, 1e-9):.0f} outputs/s)")
     for cell in summary.cells:
         acc = " ".join(f"{m}={100 * r.value:.1f}%" for m, r in cell.accuracy.items())
-        _console.print(f"  {cell.label}: {acc}")
+        _out().print(f"  {cell.label}: {acc}")
     if compare is not None:
-        old = json.loads(compare.read_text(encoding="utf-8"))
+        try:
+            old = json.loads(compare.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            _fail(TooldispatchError(f"--compare {compare}: {exc}; pass the summary.json of an earlier report"))
+            return
+        if not isinstance(old, dict) or "cells" not in old:
+            _fail(TooldispatchError(f"--compare {compare} is not a report's summary.json (no 'cells')"))
+            return
         for line in compare_summaries(old, summary.to_dict()):
-            _console.print("  " + line)
+            _out().print("  " + line)
     if out is not None:
         files = write_report(summary, out, title="BFCL replay")
-        _console.print(f"report: {files[0]}")
+        _out().print(f"report: {files[0]}")
 
 
 def report(
@@ -207,13 +230,19 @@ def report(
     from tooldispatch.bench.report import summarize, write_report
     from tooldispatch.bench.results_db import DB_NAME, ResultsDB
     from tooldispatch.bench.session import REPORT_DIR
+    from tooldispatch.errors import ConfigError
     from tooldispatch.proxy.report import is_proxy_store, write_proxy_report
 
     try:
         if run.is_file() and is_proxy_store(run):
             for f in write_proxy_report(run, out or run.parent / REPORT_DIR):
-                _console.print(str(f))
+                _out().print(str(f))
             return
+        if run.is_file() and _is_sqlite(run):
+            raise ConfigError(
+                f"{run} is a SQLite file without proxied requests; pass a benchmark run folder (with {DB_NAME}), "
+                "its corpus.jsonl, or the state file of a proxy that has served requests"
+            )
         if run.is_dir() and (run / DB_NAME).is_file():
             db = ResultsDB(run)
             try:
@@ -225,10 +254,15 @@ def report(
             summary = summarize(read_corpus(run))
             target = out or run.parent / REPORT_DIR
         else:
-            raise typer.BadParameter(f"{run} is neither a run folder with {DB_NAME} nor a corpus file")
+            raise ConfigError(
+                f"{run} is neither a run folder with {DB_NAME} nor a corpus file; pass what `tooldispatch bench "
+                "bfcl --run-dir DIR` wrote (DIR, or DIR/corpus.jsonl)"
+            )
+        if not summary.cells:
+            raise ConfigError(f"{run} holds no benchmark outputs to report; run `tooldispatch bench bfcl` first")
         files = write_report(summary, target, html_too=html, title="BFCL")
     except TooldispatchError as exc:
         _fail(exc)
         return
     for f in files:
-        _console.print(str(f))
+        _out().print(str(f))

@@ -11,36 +11,42 @@ import json
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
-from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
-from tooldispatch.dispatch.state import State
-from tooldispatch.dispatch.trace import DispatchTrace
 from tooldispatch.errors import ConfigError
-from tooldispatch.sources import load_registry
-from tooldispatch.store import ENV_VAR, StateStore, open_store
+from tooldispatch.store import ENV_VAR
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tooldispatch.dispatch import DispatchResult
+    from tooldispatch.dispatch.trace import DispatchTrace
+    from tooldispatch.store import StateStore
 
 StoreOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--store",
         envvar=ENV_VAR,
-        help="The dispatcher's store: a SQLite file, or a postgresql:// URL (also read from TOOLDISPATCH_STORE).",
+        help="The dispatcher's store: a SQLite file, or a postgresql:// URL (also read from TOOLDISPATCH_STORE). "
+        "Default: the store runs are kept in (tooldispatch config get store).",
     ),
 ]
 OtelOpt = Annotated[bool, typer.Option("--otel", help="Print OpenTelemetry GenAI execute_tool spans as JSON.")]
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(width=160, soft_wrap=True)
 
 
-def _open(target: str, *, readonly: bool) -> StateStore:
+def _open(target: str | None, *, readonly: bool) -> StateStore:
+    from tooldispatch.store import open_store
+
+    target = _store_or_home(target)
     try:
         return open_store(_existing(target), readonly=readonly)
     except ConfigError as exc:
@@ -52,7 +58,9 @@ def _existing(target: str) -> str:
     """A store file must already exist: a typo must not make an empty one."""
     path = Path(target)
     if "://" not in target and target != ":memory:" and not path.is_file():
-        typer.echo(f"no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True)
+        typer.echo(
+            f"error: no state file at {path}; pass --store with the file given to Dispatcher(store=...)", err=True
+        )
         raise typer.Exit(2)
     return target
 
@@ -62,6 +70,8 @@ def _iso(ts: float) -> str:
 
 
 def _find_trace(store: StateStore, trace_id: str) -> DispatchTrace:
+    from tooldispatch.dispatch.trace import DispatchTrace
+
     if not trace_id or any(c not in "0123456789abcdef" for c in trace_id):
         typer.echo(f"{trace_id!r} is not a trace id; ids are hexadecimal, as 'tooldispatch trace list' shows", err=True)
         raise typer.Exit(1)
@@ -76,17 +86,22 @@ def _find_trace(store: StateStore, trace_id: str) -> DispatchTrace:
 
 
 def trace_list(
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="The most recent N traces.")] = 50,
     otel: OtelOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the traces as JSON.")] = False,
 ) -> None:
     """List the most recent dispatch traces, oldest first.
 
     Read-only calls' traces are written in batches: a running dispatcher's latest ones appear here after
     its next batch write, its ``flush()`` or its ``close()``.
     """
+    from rich.table import Table
+
+    from tooldispatch.dispatch.state import State
+
     st = _open(store, readonly=True)
     try:
         traces = State(st).traces(session_id=session, tool=tool, limit=limit)
@@ -94,6 +109,9 @@ def trace_list(
         st.close()
     if otel:
         typer.echo(json.dumps([t.to_otel() for t in traces], indent=2))
+        return
+    if as_json:
+        typer.echo(json.dumps([t.to_dict() for t in traces], indent=2, ensure_ascii=False))
         return
     table = Table(title=f"traces in {st.target} ({len(traces)})")
     for col in ("id", "started (UTC)", "session", "tool", "status", "reason", "attempts", "tool ms"):
@@ -115,11 +133,13 @@ def trace_list(
 
 def trace_show(
     trace_id: Annotated[str, typer.Argument(help="A trace id, or its first characters.")],
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     otel: OtelOpt = False,
     result: Annotated[bool, typer.Option("--result", help="Also print the full, unbounded result.")] = False,
 ) -> None:
     """Show one trace in full, as JSON."""
+    from tooldispatch.dispatch.state import State
+
     st = _open(store, readonly=True)
     try:
         trace = _find_trace(st, trace_id)
@@ -133,11 +153,16 @@ def trace_show(
 
 
 def trace_stats(
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Per-tool rates over the stored traces, with the rates over their action thresholds flagged."""
+    from rich.table import Table
+
+    from tooldispatch.dispatch.metrics import COUNTERS, THRESHOLDS, report
+    from tooldispatch.dispatch.state import State
+
     st = _open(store, readonly=True)
     try:
         metrics = report([t.to_dict() for t in State(st).traces(tool=tool)])
@@ -166,11 +191,14 @@ def trace_stats(
 
 
 def approvals_list(
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     every: Annotated[bool, typer.Option("--all", help="Also show decided approvals.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List suspended calls waiting for a person's decision."""
+    from rich.table import Table
+
+    from tooldispatch.dispatch.state import State
     from tooldispatch.mcp.pins import Pins
 
     st = _open(store, readonly=True)
@@ -204,7 +232,7 @@ def approvals_list(
         )
 
 
-def _decide_pin(approval_id: str, store: str, state: str) -> None:
+def _decide_pin(approval_id: str, store: str, approve: bool) -> None:
     """Approve or deny a changed MCP tool definition (``pin_...`` ids)."""
     import time
 
@@ -213,7 +241,7 @@ def _decide_pin(approval_id: str, store: str, state: str) -> None:
     st = _open(store, readonly=False)
     try:
         pins = Pins(st)
-        pin = pins.decide(approval_id, "approved" if state == "approved" else "denied", time.time())
+        pin = pins.decide(approval_id, "approved" if approve else "denied", time.time())
         known = pins.get(approval_id)
     finally:
         st.close()
@@ -222,21 +250,51 @@ def _decide_pin(approval_id: str, store: str, state: str) -> None:
     typer.echo(f"{pin.id}: MCP server {pin.server!r} tool {pin.tool!r} version {pin.sha256[:12]} is {pin.state}")
 
 
+def _store_or_home(store: str | None) -> str:
+    from tooldispatch.home import default_store
+
+    return store or default_store()
+
+
+def _run_sources(st: StateStore, approval_id: str) -> tuple[list[str], list[str], str] | None:
+    """The tools, MCP configs and demo world of the run that suspended ``approval_id`` (``None``: no such run)."""
+    from tooldispatch.dispatch.state import State
+    from tooldispatch.runlog import latest_of_session, sources_of
+
+    pending = State(st).approval(approval_id)
+    if pending is None:
+        _fail(f"no approval {approval_id!r} in {st.target}; 'tooldispatch approvals list' shows the pending ones")
+    record = latest_of_session(st, pending.session_id)
+    if record is None:
+        return None
+    tools, mcp = sources_of(record)
+    return tools, mcp, record.world
+
+
 def approvals_approve(
     approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
     tools: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="The tools, as 'package.module:attr' or 'file.py:attr' (a Registry or a function returning one)."
+            help="The tools the call was suspended on, when no kept run names them: 'demo', 'file.py[:attr]' or "
+            "'package.module:attr' (a Registry or a function returning one). Repeatable."
         ),
     ] = None,
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
     args: Annotated[str | None, typer.Option("--args", help="Edited arguments as a JSON object.")] = None,
     mcp: Annotated[
-        list[Path] | None, typer.Option("--mcp", help="The mcpServers file(s) whose tool was suspended.")
+        list[Path] | None,
+        typer.Option("--mcp", metavar="FILE", help="The mcpServers file(s) whose tool was suspended."),
     ] = None,
 ) -> None:
-    """Approve a suspended call and run it now (optionally with edited arguments); prints the result."""
+    """Approve a suspended call and run it now, on the tools and world of the run that suspended it.
+
+    A call suspended by `tooldispatch run` or `chat` needs no flag: the run log names its tools and its
+    demo world. A call suspended by your own Dispatcher needs --tools/--mcp. Prints the result.
+    """
+    from tooldispatch.dispatch import Dispatcher
+    from tooldispatch.sources import load_sources
+
     edited: dict[str, Any] | None = None
     if args is not None:
         try:
@@ -246,30 +304,34 @@ def approvals_approve(
         if not isinstance(parsed, dict):
             _fail('--args must be a JSON object, e.g. \'{"order_id": "o-101"}\'')
         edited = parsed
+    target = _store_or_home(store)
     if approval_id.startswith("pin_"):
-        _decide_pin(approval_id, store, "approved")
+        _decide_pin(approval_id, target, approve=True)
         return
-    if tools is None and not mcp:
-        _fail("approving runs the tool, so the tools are needed: pass --tools 'package.module:attr' or --mcp FILE")
-    st = _open(store, readonly=False)
+    st = _open(target, readonly=False)
     sources = None
     try:
-        if mcp:
-            from tooldispatch.sources import load_sources
-
-            sources = load_sources([tools] if tools else [], mcp, store=st)
-            dispatcher = Dispatcher(sources.registry, store=st, tool_loop=sources.tool_loop)
+        world = ":memory:"
+        if tools or mcp:
+            targets, configs = list(tools or []), [str(m) for m in mcp or []]
         else:
-            assert tools is not None
-            dispatcher = Dispatcher(load_registry(tools), store=st)
+            found = _run_sources(st, approval_id)
+            if found is None:
+                _fail(
+                    f"approval {approval_id!r} was not suspended by a kept run of `tooldispatch run` or `chat`; "
+                    "pass the tools it was suspended on: --tools 'package.module:attr' or --mcp FILE"
+                )
+            targets, configs, world = found
+            world = world or ":memory:"
+        sources = load_sources(targets, configs, store=st, demo_world=world)
+        dispatcher = Dispatcher(sources.registry, store=st, tool_loop=sources.tool_loop)
         result = dispatcher.approve(approval_id, edited)
     except ConfigError as exc:
         if sources is not None:
             sources.close()
         st.close()
         _fail(str(exc))
-    if sources is not None:
-        sources.close()
+    sources.close()
     dispatcher.close()
     _print_result(result)
 
@@ -277,13 +339,16 @@ def approvals_approve(
 def approvals_deny(
     approval_id: Annotated[str, typer.Argument(help="The approval id from 'approvals list'.")],
     reason: Annotated[str, typer.Option(help="Why; the model is told.")],
-    store: StoreOpt = "state.db",
+    store: StoreOpt = None,
 ) -> None:
     """Deny a suspended call: it never runs, and the model is told why."""
+    from tooldispatch.dispatch import Dispatcher, Registry
+
+    target = _store_or_home(store)
     if approval_id.startswith("pin_"):
-        _decide_pin(approval_id, store, "denied")
+        _decide_pin(approval_id, target, approve=False)
         return
-    st = _open(store, readonly=False)
+    st = _open(target, readonly=False)
     dispatcher = Dispatcher(Registry(), store=st)
     try:
         result = dispatcher.deny(approval_id, reason)
@@ -295,7 +360,7 @@ def approvals_deny(
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(message, err=True)
+    typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
 
 
@@ -341,6 +406,8 @@ def bench_dispatch(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
+    from rich.table import Table
+
     console = _console()
     table = Table(title="dispatch overhead per call (µs), measured side by side")
     for col in (
@@ -392,6 +459,8 @@ def bench_dispatch(
 
 def _bench_mcp_row(console: Console) -> None:
     """The MCP row: dispatch of an MCP call against the SDK's direct call, side by side."""
+    from rich.table import Table
+
     from tooldispatch.bench.dispatch import run_mcp_overhead
 
     try:

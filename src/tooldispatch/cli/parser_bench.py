@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from tooldispatch.bench.parser import CORPUS_DIR, Report, run
 from tooldispatch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tooldispatch.bench.parser import Report
+
+CORPUS_DIR = Path(
+    "tests/fixtures/corpus"
+)  # the same as tooldispatch.bench.parser.CORPUS_DIR, read without importing it
 
 _BUCKET_ORDER = ("ok_strict", "ok_fallback", "repaired", "InvalidJson", "UnknownName", "SchemaMismatch", "Truncated")
 
@@ -21,6 +27,8 @@ def _pct(part: int, whole: int) -> str:
 
 def tables(report: Report) -> list[Table]:
     """Return the report as ``rich`` tables, in the order they are printed."""
+    from rich.table import Table
+
     recovery = Table(title=f"Recovery on {report.records} labelled outputs (exact name and arguments)")
     for column in ("method", "exact calls", "rate", "records right", "wrong or extra calls"):
         recovery.add_column(column, justify="left" if column == "method" else "right")
@@ -117,6 +125,10 @@ MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print Markdown ta
 
 def bench_parser(corpus: CorpusOpt = CORPUS_DIR, rounds: RoundsOpt = 20, as_markdown: MarkdownOpt = False) -> None:
     """Recovery per stage and bucket, and speed against json.loads and json_repair, on the labelled corpus."""
+    from rich.console import Console
+
+    from tooldispatch.bench.parser import run
+
     try:
         report = run(corpus, rounds=rounds)
     except ConfigError as exc:

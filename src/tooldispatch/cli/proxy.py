@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tooldispatch.errors import ConfigError, TooldispatchError
 
@@ -155,16 +153,21 @@ def stats(
     store: Annotated[Path, typer.Option("--store", help=_STORE_HELP)] = Path("state.db"),
 ) -> None:
     """Print the parse-repair rates of the traffic counted so far, per model and quantization."""
+    from rich.console import Console
+    from rich.table import Table
+
     from tooldispatch.proxy.stats import BUCKETS, has_requests, rates
-    from tooldispatch.store import Store
+    from tooldispatch.store import open_store
 
     if not store.is_file():
         raise _fail(ConfigError(f"no state file at {store}; pass --store with the file given to `tooldispatch proxy`"))
     try:
-        st = Store(store)
+        st = open_store(store, readonly=True)
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     try:
+        if st.fetchone("SELECT 1 FROM schema_migrations WHERE name = 'proxy_0001_requests'") is None:
+            raise _fail(ConfigError(f"{store} holds no proxy traffic; pass the --store given to `tooldispatch proxy`"))
         if not has_requests(st):
             typer.echo(f"no proxied request counted in {store} yet")
             return
@@ -208,6 +211,8 @@ def bench_proxy(
 ) -> None:
     """Added latency and time to first token of the proxy against the same scripted upstream called directly,
     side by side in one run; then concurrent streams through the proxy, checked for loss, corruption and memory."""
+    from rich.console import Console
+
     from tooldispatch.bench.proxy import print_report, run_bench
 
     console = Console(soft_wrap=True)

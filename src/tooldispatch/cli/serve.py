@@ -10,19 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tooldispatch.errors import BackendUnavailable, ConfigError
-from tooldispatch.profiles import (
-    list_profiles,
-    load_profile,
-    models_answer,
-    plan_launch,
-    start_server,
-    stop_server,
-    wait_until_ready,
-)
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="A profile name from configs/ (see `tooldispatch profiles`) or a path.")
@@ -51,6 +40,17 @@ def serve(
     ] = None,
 ) -> None:
     """Start the server a profile describes, wait until /v1/models answers, and say how to use it."""
+    from rich.console import Console
+
+    from tooldispatch.profiles import (
+        load_profile,
+        models_answer,
+        plan_launch,
+        start_server,
+        stop_server,
+        wait_until_ready,
+    )
+
     console = Console(highlight=False, soft_wrap=True)
     try:
         prof = load_profile(profile)
@@ -97,16 +97,30 @@ def serve(
     raise _fail(BackendUnavailable(f"the server exited with code {code}; see {log_path}"), 1)
 
 
-def profiles() -> None:
+def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
     """List the deployment profiles in configs/."""
-    table = Table("profile", "backend", "description")
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from tooldispatch.profiles import list_profiles, load_profile
+
+    rows = []
     for name in list_profiles():
         try:
             prof = load_profile(name)
         except ConfigError as exc:
-            table.add_row(name, "[red]invalid[/red]", str(exc))
+            rows.append({"profile": name, "backend": "invalid", "description": str(exc), "model": None})
             continue
-        table.add_row(name, prof.backend, prof.description)
+        rows.append({"profile": name, "backend": prof.backend, "description": prof.description, "model": prof.model})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("profile", "backend", "model", "description")
+    for row in rows:
+        backend = "[red]invalid[/red]" if row["backend"] == "invalid" else str(row["backend"])
+        table.add_row(str(row["profile"]), backend, str(row["model"] or ""), str(row["description"]))
     Console(soft_wrap=True).print(table)
 
 

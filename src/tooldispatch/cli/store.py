@@ -20,14 +20,25 @@ from tooldispatch.store import ENV_VAR, SchemaReport, open_store
 from tooldispatch.store.url import is_postgres
 
 StoreArg = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--store",
         envvar=ENV_VAR,
-        help="A SQLite file, or a postgresql://user:password@host:port/db URL (also read from TOOLDISPATCH_STORE).",
+        help="A SQLite file, or a postgresql://user:password@host:port/db URL (also read from TOOLDISPATCH_STORE). "
+        "Default: the store runs are kept in.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+
+
+def _target(store: str | None) -> str:
+    """The store given, else the one runs are kept in (the per-user home's, or the config's)."""
+    from tooldispatch.home import data_dir, default_store
+
+    if store:
+        return store
+    data_dir().mkdir(parents=True, exist_ok=True)
+    return default_store()
 
 
 def _inspect(target: str) -> SchemaReport | None:
@@ -57,8 +68,9 @@ def _print(report: SchemaReport, as_json: bool) -> None:
         typer.echo("up to date with this build")
 
 
-def store_check(store: StoreArg = "state.db", as_json: JsonOpt = False) -> None:
+def store_check(store: StoreArg = None, as_json: JsonOpt = False) -> None:
     """Compare the store's schema with this build's, changing nothing (exit 0 up to date, 1 pending, 2 error)."""
+    store = _target(store)
     try:
         report = _inspect(store)
     except ConfigError as exc:
@@ -81,8 +93,9 @@ def store_check(store: StoreArg = "state.db", as_json: JsonOpt = False) -> None:
         raise typer.Exit(1)
 
 
-def store_migrate(store: StoreArg = "state.db", as_json: JsonOpt = False) -> None:
+def store_migrate(store: StoreArg = None, as_json: JsonOpt = False) -> None:
     """Apply this build's pending migrations (creating a SQLite file if needed); safe to run from many workers."""
+    store = _target(store)
     try:
         before = _inspect(store)
         opened = open_store(store)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tooldispatch.errors import ConfigError
 
 
 def print_store_bench(target: str, *, as_json: bool) -> None:
     """Run the store comparison and print it as a table or JSON."""
+    from rich.console import Console
+    from rich.table import Table
+
     from tooldispatch.bench.store_bench import POSTGRES_TARGET_US, run_store_bench, to_dicts
 
     try:

@@ -365,3 +365,35 @@ register_migration("proxy_0001_requests", _PROXY_REQUESTS)
 register_migration(
     "proxy_0002_ambiguous", "ALTER TABLE proxy_requests ADD COLUMN ambiguous INTEGER NOT NULL DEFAULT 0;"
 )
+
+# Every agent run of the command line (`tooldispatch run`, `chat`): what `tooldispatch logs` lists, what
+# `chat -c` continues, and where `approvals approve` finds the run's tools and world (tooldispatch/runlog.py).
+_CLI_RUNS = """
+CREATE TABLE IF NOT EXISTS cli_runs (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    parent_id TEXT,                 -- the run this one continues (chat), or NULL
+    started_at REAL NOT NULL,
+    command TEXT NOT NULL,          -- run | chat
+    task TEXT NOT NULL,
+    model TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    end_reason TEXT NOT NULL,       -- final_answer, max_turns, context_window, backend_error, ...
+    exit_code INTEGER NOT NULL,
+    calls INTEGER NOT NULL,         -- calls dispatched
+    repairs INTEGER NOT NULL,
+    rejected INTEGER NOT NULL,      -- call candidates the parser rejected
+    pending INTEGER NOT NULL,       -- calls left awaiting approval
+    wall_s REAL NOT NULL,
+    sources TEXT NOT NULL,          -- JSON {"tools": [...], "mcp": [...]}: how to load the run's tools again
+    world TEXT NOT NULL,            -- the demo world's file ('' when the run had none)
+    settings TEXT NOT NULL,         -- JSON: n_ctx, temperature, seed, max_tokens, constrained, ...
+    final_answer TEXT,
+    messages TEXT NOT NULL,         -- JSON: the conversation, to continue it
+    transcript TEXT NOT NULL        -- JSON: the run's full record (turns, parse outcomes, traces)
+);
+CREATE INDEX IF NOT EXISTS cli_runs_started ON cli_runs(started_at);
+CREATE INDEX IF NOT EXISTS cli_runs_session ON cli_runs(session_id, started_at);
+"""
+
+register_migration("cli_0001_runs", _CLI_RUNS)

@@ -126,7 +126,9 @@ def test_missing_store(tmp_path: Path) -> None:
     missing = tmp_path / "nope.db"
     out = runner.invoke(app, ["trace", "list", "--store", str(missing)])
     assert out.exit_code == 2
-    assert out.output == f"no state file at {missing}; pass --store with the file given to Dispatcher(store=...)\n"
+    assert out.output == (
+        f"error: no state file at {missing}; pass --store with the file given to Dispatcher(store=...)\n"
+    )
     assert not missing.exists()
 
 
@@ -149,12 +151,13 @@ def test_console_script_prints_tooldispatch_errors_as_one_line(
     import tooldispatch.cli as cli
     from tooldispatch.errors import ConfigError
 
-    def broken() -> None:
-        raise ConfigError("no profile 'x'; known profiles: a, b")
+    class Broken:
+        def main(self, args: object, prog_name: str, standalone_mode: bool) -> None:
+            raise ConfigError("no profile 'x'; known profiles: a, b")
 
-    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setattr(cli, "command", Broken)
     with pytest.raises(SystemExit) as exited:
-        cli.main()
+        cli.main([])
     assert exited.value.code == 2
     assert capsys.readouterr().err == "error: no profile 'x'; known profiles: a, b\n"
 
@@ -221,7 +224,7 @@ def test_approve_with_edited_args_runs_tool(setup: Setup) -> None:
     assert [e.detail["reason"] for e in world.audit("cancel_order")] == ["duplicate order"]
     again = runner.invoke(app, ["approvals", "approve", approval, "--store", str(setup.state), "--tools", setup.tools])
     assert again.exit_code == 1
-    assert again.output == f"approval {approval!r} was already approved; each approval is decided once\n"
+    assert again.output == f"error: approval {approval!r} was already approved; each approval is decided once\n"
     assert world.count_effects("cancel_order") == 1
 
 
@@ -239,21 +242,24 @@ def test_deny(setup: Setup) -> None:
 
 
 def test_approve_needs_tools_and_valid_args(setup: Setup) -> None:
-    """approve without --tools, or with --args that is not a JSON object, exits 1 saying what to pass."""
+    """approve of a call no kept run suspended needs --tools; --args must be a JSON object; exit 1 names the fix."""
     approval = str(setup.results["cancel"].approval_id)
     base = ["approvals", "approve", approval, "--store", str(setup.state)]
     out = runner.invoke(app, base)
     assert (out.exit_code, out.output) == (
         1,
-        "approving runs the tool, so the tools are needed: pass --tools 'package.module:attr' or --mcp FILE\n",
+        f"error: approval {approval!r} was not suspended by a kept run of `tooldispatch run` or `chat`; pass the "
+        "tools it was suspended on: --tools 'package.module:attr' or --mcp FILE\n",
     )
     out = runner.invoke(app, [*base, "--tools", setup.tools, "--args", "[1]"])
     assert out.exit_code == 1
-    assert out.output.startswith("--args must be a JSON object")
+    assert out.output.startswith("error: --args must be a JSON object")
     out = runner.invoke(app, [*base, "--tools", setup.tools, "--args", "{bad"])
-    assert out.output.startswith("--args is not valid JSON (Expecting property name enclosed in double quotes")
+    assert out.output.startswith("error: --args is not valid JSON (Expecting property name enclosed in double quotes")
     out = runner.invoke(app, [*base, "--tools", "no_such_module_xyz:make"])
-    assert out.output == "--tools 'no_such_module_xyz:make': no module named 'no_such_module_xyz'; check the name\n"
+    assert out.output == (
+        "error: --tools 'no_such_module_xyz:make': no module named 'no_such_module_xyz'; check the name\n"
+    )
     assert DemoWorld(setup.world_path).count_effects("cancel_order") == 0
 
 
@@ -261,7 +267,7 @@ def test_approve_unknown_id(setup: Setup) -> None:
     """An unknown approval id exits 1 and says where to find the ids."""
     out = runner.invoke(app, ["approvals", "approve", "apr_nope", "--store", str(setup.state), "--tools", setup.tools])
     assert out.exit_code == 1
-    assert out.output == "no approval 'apr_nope'; list pending ones with Dispatcher.approvals()\n"
+    assert out.output == ("error: no approval 'apr_nope'; list pending ones with Dispatcher.approvals()\n")
 
 
 def test_bench_dispatch_json() -> None:
@@ -324,5 +330,5 @@ def test_fault6_tools_module_that_fails_is_one_line(
         app, ["approvals", "approve", approval, "--store", str(setup.state), "--tools", f"{module}:{attr}"]
     )
     assert out.exit_code == 1
-    assert out.output == f"--tools '{module}:{attr}': {expected.format(dir=module.parent)}\n"
+    assert out.output == f"error: --tools '{module}:{attr}': {expected.format(dir=module.parent)}\n"
     assert DemoWorld(setup.world_path).count_effects("cancel_order") == 0

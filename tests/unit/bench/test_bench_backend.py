@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import tooldispatch.bench.backend as bench_backend_module
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench.backend import (
     NO_SERVER_NOTE,
@@ -183,8 +184,8 @@ def test_cli_without_llama_server(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.update(kwargs)
         return _report(server=False)
 
-    monkeypatch.setattr(backend_bench, "find_llama_server", lambda explicit: None)
-    monkeypatch.setattr(backend_bench, "run", fake_run)
+    monkeypatch.setattr(bench_backend_module, "find_llama_server", lambda explicit: None)
+    monkeypatch.setattr(bench_backend_module, "run", fake_run)
     result = CliRunner().invoke(_app(), ["bench", "backend", "--json", "--rounds", "2"])
     assert result.exit_code == 0, result.output
     assert (seen["llama_server"], seen["rounds"], seen["threads"]) == (None, 2, 1)
@@ -197,7 +198,7 @@ def test_cli_without_llama_server(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cli_missing_model_names_the_pull_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A model that is not in the cache exits 2 with the exact pull command."""
     monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path))
-    monkeypatch.setattr(backend_bench, "find_llama_server", lambda explicit: None)
+    monkeypatch.setattr(bench_backend_module, "find_llama_server", lambda explicit: None)
     result = CliRunner().invoke(_app(), ["bench", "backend"])
     assert result.exit_code == 2
     assert "run: tooldispatch models pull smollm2-135m-instruct@Q4_1" in result.output

@@ -8,7 +8,7 @@ from pathlib import Path
 from tooldispatch.bench.bfcl_data import BfclCase
 from tooldispatch.bench.corpus import OutputRecord, read_corpus, write_corpus
 from tooldispatch.bench.replay import compare_summaries, replay_corpus
-from tooldispatch.bench.report import summarize, write_report
+from tooldispatch.bench.report import LEGENDS, report_title, summarize, write_report
 from tooldispatch.bench.scoring import score_output
 from tooldispatch.bench.summary import summarize_cell
 
@@ -144,3 +144,34 @@ def test_replay_rescores_a_written_corpus_identically(tmp_path: Path) -> None:
         "m@Q4_0 accuracy: unchanged",
         "m@Q4_0 false_positive: unchanged",
     ]
+
+
+def test_title_names_models_engines_and_date() -> None:
+    """The report's title says what ran, on which model and engine, and when."""
+    summary = summarize(_corpus())
+    assert report_title(summary, "BFCL", date="2026-12-01") == "BFCL — m@Q4_1, m@Q4_0 — llama.cpp 0.3.36 — 2026-12-01"
+
+
+def test_each_table_has_its_legend_and_the_html_fits_a_phone(tmp_path: Path) -> None:
+    """report.md explains the columns under the tables; report.html wraps long command lines and scales."""
+    summary = summarize(_corpus(), meta={"command": "tooldispatch bench bfcl " + "--models m@Q4_1 " * 20})
+    write_report(summary, tmp_path, html_too=True, title="BFCL")
+    md = (tmp_path / "report.md").read_text()
+    for legend in LEGENDS.values():
+        assert md.count(legend) == 1
+    assert md.splitlines()[0].startswith("# BFCL — m@Q4_1, m@Q4_0 — llama.cpp 0.3.36 — ")
+    page = (tmp_path / "report.html").read_text()
+    assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in page
+    assert "pre{white-space:pre-wrap;overflow-wrap:anywhere;" in page
+    assert "<div class='scroll'><table>" in page
+    assert "<i>Columns:</i> <b>ok_strict</b> a call" in page
+
+
+def test_palette_is_okabe_ito() -> None:
+    """Every chart colour is one of the eight Okabe-Ito colours (or grey), and the compared modes differ."""
+    from tooldispatch.bench import charts
+
+    okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7"}
+    used = set(charts._MODE_COLORS.values()) | set(charts._BUCKET_COLORS.values())
+    assert used - okabe_ito == {"#999999", "#DDDDDD"}
+    assert len({charts._MODE_COLORS[m] for m in ("strict", "fallback", "repair")}) == 3

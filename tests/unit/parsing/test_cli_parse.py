@@ -1,4 +1,4 @@
-"""``tooldispatch parse``: reads raw output on stdin, prints the outcome as JSON, exits 2 on bad tools."""
+"""``tooldispatch parse``: reads raw output on stdin, prints the outcome (``--json``: as JSON), exits 2 on bad tools."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_prints_outcome_json(tmp_path: Path) -> None:
     """A hermes call on stdin is printed as ParseOutcome.to_dict()."""
     result = CliRunner().invoke(
         _app(),
-        ["parse", "--tools", str(_tools(tmp_path))],
+        ["parse", "--tools", str(_tools(tmp_path)), "--json"],
         input='Hi <tool_call>{"name": "get_time", "arguments": {}}</tool_call>',
     )
     assert result.exit_code == 0
@@ -48,10 +48,10 @@ def test_finish_reason_length_marks_truncated(tmp_path: Path) -> None:
     """--finish-reason length turns a cut-off call into a Truncated candidate."""
     result = CliRunner().invoke(
         _app(),
-        ["parse", "--tools", str(_tools(tmp_path)), "--finish-reason", "length"],
+        ["parse", "--tools", str(_tools(tmp_path)), "--finish-reason", "length", "--json"],
         input='<tool_call>{"name": "get_time", "arguments": {',
     )
-    assert result.exit_code == 0
+    assert result.exit_code == 2  # a candidate was rejected
     assert [c["bucket"] for c in json.loads(result.stdout)["candidates"]] == ["Truncated"]
 
 
@@ -83,7 +83,7 @@ def test_unknown_format_exits_2(tmp_path: Path) -> None:
 def test_fault7_invalid_utf8_stdin_is_read_with_replacement(tmp_path: Path) -> None:
     """Fault 7: stdin that is not UTF-8 is decoded with U+FFFD replacements, and the output says how many."""
     raw = b'caf\xe9 <tool_call>{"name": "get_time", "arguments": {}}</tool_call> \xff\xfe'
-    result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path))], input=raw)
+    result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path)), "--json"], input=raw)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert [(c["name"], c["arguments"]) for c in out["calls"]] == [("get_time", {})]
@@ -91,3 +91,40 @@ def test_fault7_invalid_utf8_stdin_is_read_with_replacement(tmp_path: Path) -> N
     assert out["input_note"] == (
         "stdin held 3 byte sequences that are not UTF-8; each was read as U+FFFD (the replacement character)"
     )
+
+
+def test_readable_default_shows_calls_then_rejections_with_reasons(tmp_path: Path) -> None:
+    """Without --json: one block per call, then each rejected candidate with its reason; exit 2 on a rejection."""
+    raw = (
+        'Sure. <tool_call>{"name": "get_time", "arguments": {}}</tool_call> '
+        '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'
+    )
+    result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path))], input=raw)
+    assert result.exit_code == 2
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["call 1: get_time {}", "  bucket ok_strict, strict stage, hermes format"]
+    assert lines[2] == "rejected: get_weather {}"
+    assert lines[4].startswith("  reason: ")
+    assert "get_weather" in lines[4]
+    assert lines[5] == '  as written: <tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'
+    assert [line for line in lines if line.startswith("call ")] == ["call 1: get_time {}"]
+
+
+def test_exit_codes_say_what_was_found(tmp_path: Path) -> None:
+    """Exit 0 for an accepted call alone, 1 when nothing call-like is found."""
+    tools = str(_tools(tmp_path))
+    ok = CliRunner().invoke(_app(), ["parse", "--tools", tools], input='{"name": "get_time", "arguments": {}}')
+    assert (ok.exit_code, ok.stdout.splitlines()[0]) == (0, "call 1: get_time {}")
+    none = CliRunner().invoke(_app(), ["parse", "--tools", tools], input="Just prose.")
+    assert (none.exit_code, none.stdout) == (1, "no tool call found\ncontent: Just prose.\n")
+
+
+def test_tools_may_be_a_tool_source(tmp_path: Path) -> None:
+    """--tools demo reads the demo world's declarations through the shared tool-source loader."""
+    result = CliRunner().invoke(
+        _app(),
+        ["parse", "--tools", "demo"],
+        input='<tool_call>{"name": "get_order", "arguments": {"order_id": "o-101"}}</tool_call>',
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == 'call 1: get_order {"order_id": "o-101"}'

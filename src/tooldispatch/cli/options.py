@@ -1,0 +1,93 @@
+"""The command line's one vocabulary: each option means the same thing in every command that takes it.
+
+- ``--json`` prints JSON to stdout (live output, if any, goes to stderr); ``--transcript FILE`` writes one.
+- ``--constrained off|on|required``: no grammar; the grammar binds any call the model starts; every
+  output is a call.
+- ``--threads N``: llama.cpp CPU threads (``--n-threads`` is kept as a hidden alias where it existed).
+- ``--tools``: ``demo``, ``path/to/file.py[:attr]`` or ``package.module:attr`` (a ``Registry`` or a function
+  returning one), repeatable; ``--mcp FILE``: an ``mcpServers`` config. Both go through
+  :func:`tooldispatch.sources.load_sources`.
+- ``--model``, ``--profile``, ``--n-ctx``, ``--temperature``, ``--seed``, ``--max-tokens``, ``--max-turns``:
+  unset options fall back to ``tooldispatch config`` and then to the built-in defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+CONSTRAINED_MODES = ("off", "on", "required")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of text.")]
+TranscriptOpt = Annotated[
+    Path | None, typer.Option("--transcript", metavar="FILE", help="Also write the run's full record here (JSON).")
+]
+
+
+def check_constrained(value: str | None) -> str | None:
+    """Accept ``off``, ``on`` or ``required`` (``None`` stays unset)."""
+    if value is not None and value not in CONSTRAINED_MODES:
+        raise typer.BadParameter(f"{value!r}: use off, on or required")
+    return value
+
+
+ConstrainedOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--constrained",
+        metavar="off|on|required",
+        callback=check_constrained,
+        help="Grammar-constrained decoding (llamacpp): off; on (a call the model starts follows the grammar); "
+        "required (every turn is a call). Default: config, else off.",
+    ),
+]
+ThreadsOpt = Annotated[
+    int | None, typer.Option("--threads", "--n-threads", min=0, help="llama.cpp CPU threads (0: its default).")
+]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Tools: 'demo' (the logistics world), 'path/to/file.py[:attr]' or 'package.module:attr' (a Registry "
+        "or a function returning one). Repeat to combine; default 'demo' unless --mcp is given.",
+    ),
+]
+McpOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--mcp", metavar="FILE", help="An mcpServers JSON file (stdio 'command' or HTTP 'url'). Repeatable."),
+]
+McpLogsOpt = Annotated[
+    Path | None, typer.Option("--mcp-logs", metavar="DIR", help="Folder for MCP servers' stderr logs.")
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="NAME@QUANT, an alias (models alias), or a served model id. Default: config."),
+]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile", "-p", help="Deployment profile (tooldispatch profiles). Default: config, else cpu-llamacpp."
+    ),
+]
+NCtxOpt = Annotated[
+    int | None, typer.Option("--n-ctx", min=0, help="Context length in tokens (0: the model's own, capped at 16,384).")
+]
+TemperatureOpt = Annotated[
+    float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy). Default 0.")
+]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed. Default 0.")]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option("--max-tokens", min=1, help="Completion tokens per turn. Default 384.")
+]
+MaxTurnsOpt = Annotated[int | None, typer.Option("--max-turns", min=1, help="Model turns per task. Default 6.")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="TOOLDISPATCH_STORE",
+        help="Where runs, traces and approvals are kept: a SQLite file or a postgresql:// URL. Default: config, "
+        "else the per-user home's state.db (tooldispatch config path).",
+    ),
+]
