@@ -41,7 +41,7 @@ _BUCKET_COLORS = {
     "UnknownName": "#E69F00",  # orange
     "SchemaMismatch": "#F0E442",  # yellow
     "Truncated": "#CC79A7",  # reddish purple
-    "Ambiguous": "#7F7F7F",  # mid grey: kept, never run
+    "Ambiguous": "#999999",  # grey: kept, never run
     "no_call": "#DDDDDD",  # light grey
     "error": "#000000",  # black
 }
