@@ -116,13 +116,27 @@ class SQLiteStore:
 
     def _migrate(self) -> None:
         with self.transaction() as conn:
+            self._refuse_foreign(conn)
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
             applied = apply_pending(conn.execute, set(self._applied(conn) or ()), self.target, self.dialect, "?")
             conn.execute(f"PRAGMA user_version = {len(applied)}")
 
+    def _refuse_foreign(self, conn: sqlite3.Connection) -> None:
+        """Refuse to add the schema to another program's database (tables, but no record of migrations)."""
+        if self._applied(conn) is not None:
+            return
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        if tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise ConfigError(
+                f"{self.path} is not a tooldispatch state store (it holds other tables: {shown}); point --store at "
+                "a new file or an existing state store"
+            )
+
     def check(self) -> SchemaReport:
         """Compare the file's migrations with this build's, changing nothing."""
         with self._lock:
+            self._refuse_foreign(self._conn)
             applied = self._applied(self._conn) or []
         found = plan(applied)
         return SchemaReport(

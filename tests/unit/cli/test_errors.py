@@ -57,6 +57,8 @@ BAD = [
     (["report", "notjson.jsonl"], "", 2, "notjson.jsonl line 1 is not JSON"),
     (["report", "empty.jsonl"], "", 2, "empty.jsonl holds no benchmark outputs to report"),
     (["report", "other.db"], "", 2, "other.db is a SQLite file without proxied requests"),
+    (["store", "check", "--store", "other.db"], "", 2, "other.db is not a tooldispatch state store (it holds other"),
+    (["store", "migrate", "--store", "other.db"], "", 2, "other.db is not a tooldispatch state store (it holds other"),
     (["report", "missing"], "", 2, "missing is neither a run folder with bench.db nor a corpus file"),
     (["trace", "list", "--store", "missing.db"], "", 2, "no state file at missing.db"),
     (["trace", "list", "--store", "other.db"], "", 2, "other.db is not a tooldispatch state store"),
@@ -104,6 +106,14 @@ def test_proxy_stats_does_not_migrate_a_foreign_database(cli: Cli, folder: Path)
     """`proxy stats` opens the store read-only: a foreign database gains no tooldispatch tables."""
     ran = cli("proxy", "stats", "--store", "other.db")
     assert ran.code == 2
+    tables = sqlite3.connect(folder / "other.db").execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("t",)]
+
+
+def test_store_migrate_never_adds_the_schema_to_a_foreign_database(cli: Cli, folder: Path) -> None:
+    """`store migrate` and a run's `--store` refuse a SQLite file holding another program's tables, unchanged."""
+    assert cli("store", "migrate", "--store", "other.db").code == 2
+    assert cli("trace", "list", "--store", "other.db").code == 2
     tables = sqlite3.connect(folder / "other.db").execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == [("t",)]
 
