@@ -10,7 +10,7 @@ PIP := $(PY) -m pip
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: run test lint typecheck unit integration compiled clean-compiled bench-parser bench-dispatch bench-backend clean
+.PHONY: run test test-vllm lint typecheck unit integration compiled clean-compiled bench-parser bench-dispatch bench-backend clean
 
 # The parser and repair modules, compiled with mypyc into extension modules beside their sources (see
 # setup.py). They are rebuilt when one of them changes. On a machine with a C compiler a failed build stops
@@ -60,6 +60,11 @@ run: $(VENV)/.run-deps
 
 test: $(VENV)/.test-deps lint typecheck $(VENV)/.compiled
 	$(PY) -m pytest
+
+# The tests marked vllm, against the server `scripts/vllm-cpu.sh serve` started (its state file says where);
+# without one they skip, saying how to start it. `make test` leaves them out.
+test-vllm: $(VENV)/.test-deps $(VENV)/.compiled
+	$(PY) -m pytest -m vllm tests/integration/vllm
 
 lint: $(VENV)/.test-deps
 	$(PY) -m ruff check setup.py src tests

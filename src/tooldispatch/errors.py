@@ -80,13 +80,16 @@ class ContextWindowExceeded(ProviderError):
     """The prompt and the turn's completion budget do not fit the model's context window; nothing was generated.
 
     Attributes:
-        prompt_tokens: tokens in the rendered prompt.
+        prompt_tokens: tokens in the rendered prompt (0 when a server refused without saying).
         n_ctx: the context window.
-        reserve: completion tokens the turn asked room for.
+        reserve: completion tokens the turn asked room for (0 when a server refused without saying).
+        status: the HTTP status when a server refused the request (vLLM answers 400).
     """
 
-    def __init__(self, message: str, *, prompt_tokens: int, n_ctx: int, reserve: int) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, prompt_tokens: int, n_ctx: int, reserve: int, status: int | None = None
+    ) -> None:
+        super().__init__(message, status=status)
         self.prompt_tokens = prompt_tokens
         self.n_ctx = n_ctx
         self.reserve = reserve

@@ -78,8 +78,15 @@ DEFAULT_SYSTEM = (
 )
 
 
-def _assistant_message(completion: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
+def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    """The assistant turn as the history keeps it: the text that is not a call, and the calls as ``tool_calls``.
+
+    The calls go back only once, as ``tool_calls`` with the ids the ``tool`` results answer, so the chat
+    template renders each as a call followed by its result. Left in ``content`` too (vLLM's parser returns a
+    call it could not extract as bare JSON there), the model would see every call twice, once as text with
+    no result after it, and tends to send it again.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": outcome.content or None}
     if calls:
         message["tool_calls"] = [
             {
@@ -438,7 +445,7 @@ class Agent:
             self._emit(TurnParsed(index, outcome, completion))
             if outcome.calls:
                 calls = _unique_ids(outcome.calls)
-                messages.append(_assistant_message(completion, calls))
+                messages.append(_assistant_message(outcome, calls))
                 runs = await self._dispatch(index, calls, completion, deadline)
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer

@@ -9,6 +9,7 @@ no answer within ``timeout_s``         ``BackendUnavailable``
 401 / 403                              ``ProviderError`` saying which environment variable holds the key
 402 (OpenRouter: out of credits)       ``ProviderError``, not retryable
 429                                    ``RateLimited`` with ``retry_after`` from ``Retry-After``
+400 over vLLM's ``--max-model-len``    ``ContextWindowExceeded`` with the window, the prompt and the budget
 503                                    ``ProviderError`` naming the routing constraints when there are some
 other 4xx / 5xx                        ``ProviderError`` with the status and the server's message
 error inside an HTTP 200 stream        ``ProviderError`` with the error code
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +31,16 @@ from typing import Any
 
 import openai
 
-from tooldispatch.errors import BackendError, BackendUnavailable, ProviderError, RateLimited
+from tooldispatch.errors import BackendError, BackendUnavailable, ContextWindowExceeded, ProviderError, RateLimited
+
+# vLLM's refusals of a request that does not fit ``--max-model-len`` (0.32.0, recorded in tests/fixtures/wire/vllm):
+#   "This model's maximum context length is 32768 tokens. However, your prompt contains at least 32769 input
+#    tokens, which exceeds this limit even without any output tokens. ..."
+#   "max_tokens=40000 cannot be greater than max_model_len=32768. Please request fewer output tokens. ..."
+# and the older wording "... maximum context length is 4096 tokens and your request has 200 input tokens".
+_WINDOW = re.compile(r"maximum context length is (\d+) tokens|max_model_len=(\d+)")
+_PROMPT = re.compile(r"(?:request has|prompt contains(?: at least)?) (\d+) input tokens")
+_BUDGET = re.compile(r"max_tokens=(\d+) cannot be greater|is too large: (\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +135,8 @@ def _status_error(exc: openai.APIStatusError, ctx: ErrorContext) -> BackendError
         return RateLimited(
             f"the {where} is rate limiting requests (HTTP 429: {message}){wait}", retry_after=retry_after
         )
+    if status == 400 and (window := _WINDOW.search(message)):
+        return _context_window(message, int(window.group(1) or window.group(2)), where)
     if status == 503 and ctx.routing:
         route = json.dumps(dict(ctx.routing), sort_keys=True)
         return ProviderError(
@@ -135,6 +148,19 @@ def _status_error(exc: openai.APIStatusError, ctx: ErrorContext) -> BackendError
         f"the {where} answered HTTP {status}: {message}",
         status=status,
         retryable=status in (408, 409, 500, 502, 503, 504),
+    )
+
+
+def _context_window(message: str, n_ctx: int, where: str) -> ContextWindowExceeded:
+    prompt = _PROMPT.search(message)
+    budget = _BUDGET.search(message)
+    return ContextWindowExceeded(
+        f"the {where} refused the request: it does not fit the model's {n_ctx}-token context window "
+        f"(HTTP 400: {message}); shorten the conversation, lower max_tokens, or serve with a larger --max-model-len",
+        prompt_tokens=int(prompt.group(1)) if prompt else 0,
+        n_ctx=n_ctx,
+        reserve=int(budget.group(1) or budget.group(2)) if budget else 0,
+        status=400,
     )
 
 

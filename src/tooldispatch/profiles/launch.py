@@ -25,7 +25,7 @@ from pathlib import Path
 from tooldispatch.errors import BackendUnavailable, ConfigError
 from tooldispatch.profiles.schema import Profile
 
-_PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|home)\}")
+_PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|home|cache)\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +63,13 @@ class LaunchPlan:
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """Replace ``{host}``, ``{port}``, ``{model_path}``, ``{python}`` and ``{home}``; other braces stay."""
+    """Replace ``{host}``, ``{port}``, ``{model_path}``, ``{python}``, ``{home}`` and ``{cache}``; other braces stay."""
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def cache_home() -> str:
+    """The user's cache folder: ``$XDG_CACHE_HOME``, else ``~/.cache`` (the ``{cache}`` placeholder)."""
+    return os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
 
 
 def client_host(host: str) -> str:
@@ -72,12 +77,12 @@ def client_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
-def _model_path(profile: Profile, override: str | None) -> str:
+def _model_path(profile: Profile, override: str | None, values: Mapping[str, str]) -> str:
     if override:
         return override
     assert profile.server is not None
     if profile.server.model_path:
-        return profile.server.model_path
+        return fill(profile.server.model_path, values)
     if profile.model:
         from tooldispatch.models import resolve
 
@@ -102,7 +107,7 @@ def plan_launch(
         launcher: an alternative's name (``container``), or ``None`` for the default command.
         host: listen address override.
         port: port override.
-        model_path: GGUF path override for llama.cpp servers.
+        model_path: model path override (a GGUF for llama.cpp servers, a Hugging Face folder for vLLM).
 
     Raises:
         ConfigError: the profile launches nothing (in-process or remote), or the launcher is unknown.
@@ -127,9 +132,15 @@ def plan_launch(
         raise ConfigError(f"profile {profile.name!r} has no launcher {launcher!r}; choose one of {known}")
     listen = host or server.host
     chosen_port = port if port is not None else server.port
-    values = {"host": listen, "port": str(chosen_port), "python": sys.executable, "home": str(Path.home())}
+    values = {
+        "host": listen,
+        "port": str(chosen_port),
+        "python": sys.executable,
+        "home": str(Path.home()),
+        "cache": cache_home(),
+    }
     if any("{model_path}" in arg for arg in chosen.command):
-        values["model_path"] = _model_path(profile, model_path)
+        values["model_path"] = _model_path(profile, model_path, values)
     argv = tuple(fill(arg, values) for arg in chosen.command)
     base = profile.client.base_url if profile.client else "http://{host}:{port}/v1"
     base_url = fill(base, {**values, "host": client_host(listen)})

@@ -23,7 +23,8 @@ typo is an error naming the key and the file, never a silently ignored setting. 
     command = ["docker", "run", "..."]
 
 Placeholders in ``command`` and ``base_url``: ``{host}``, ``{port}``, ``{model_path}``, ``{python}`` (this
-interpreter) and ``{home}`` (the user's home folder).
+interpreter), ``{home}`` (the user's home folder) and ``{cache}`` (``$XDG_CACHE_HOME``, else ``~/.cache``);
+``model_path`` may use ``{home}`` and ``{cache}`` too.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ class ServerSpec:
         alternatives: other launchers by name (``container`` for the NGC image, ...).
         host: the address the server listens on and the client connects to.
         port: the port, always explicit.
-        model_path: the GGUF file for llama.cpp servers (a path, relative to the working folder).
+        model_path: the model for the server: a GGUF file for llama.cpp servers, a Hugging Face folder for
+            vLLM (a path, relative to the working folder; ``{home}`` and ``{cache}`` are filled in).
         ready_timeout_s: how long ``serve`` waits for ``/v1/models`` to answer.
     """
 

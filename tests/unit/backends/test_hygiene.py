@@ -27,7 +27,7 @@ def test_nothing_imports_vllm() -> None:
 def test_wire_fixtures_hold_no_keys_and_name_their_source() -> None:
     """Every wire fixture says where it came from and carries no API key or Authorization header."""
     fixtures = sorted(WIRE.rglob("*.json"))
-    assert len(fixtures) == 20
+    assert len(fixtures) == 36
     for path in fixtures:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text)

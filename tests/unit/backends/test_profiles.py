@@ -37,10 +37,11 @@ def write_profile(tmp_path: Path, text: str) -> Path:
 
 
 def test_every_shipped_profile_loads() -> None:
-    """The shipped profiles are exactly these six, and each one parses."""
+    """The shipped profiles are exactly these seven, and each one parses."""
     names = list_profiles()
     assert names == [
         "cpu-llamacpp",
+        "cpu-vllm",
         "dgx-spark-vllm-nvfp4",
         "local-llama-cpp-python",
         "openrouter",
@@ -50,6 +51,7 @@ def test_every_shipped_profile_loads() -> None:
     backends = {name: load_profile(name).backend for name in names}
     assert backends == {
         "cpu-llamacpp": "llamacpp",
+        "cpu-vllm": "openai_compat",
         "dgx-spark-vllm-nvfp4": "openai_compat",
         "local-llama-cpp-python": "openai_compat",
         "openrouter": "openai_compat",
@@ -154,7 +156,7 @@ def test_a_mistake_anywhere_names_the_file_and_the_key(tmp_path: Path, text: str
 
 def test_missing_profile_lists_the_known_ones() -> None:
     """An unknown profile name is an error listing the shipped profiles."""
-    with pytest.raises(ConfigError, match=r"known profiles: cpu-llamacpp, dgx-spark-vllm-nvfp4, local-llama-cpp"):
+    with pytest.raises(ConfigError, match=r"known profiles: cpu-llamacpp, cpu-vllm, dgx-spark-vllm-nvfp4, local-llama"):
         load_profile("dgx-sprak")
 
 
