@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tooldispatch.agent.feedback import answerable, rejection_payload, repeated_rejection, unusable_output_feedback
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
@@ -77,8 +78,13 @@ DEFAULT_SYSTEM = (
 )
 
 
-def _assistant_message(completion: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": completion.content or None}
+def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    """The model's turn as history: its text that is not a call, and its calls as ``tool_calls``.
+
+    The calls' own text is left out of ``content``: the template writes each call back in the model's native
+    syntax, and keeping the raw text too would show the model every call twice.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": outcome.content or None}
     if calls:
         message["tool_calls"] = [
             {
@@ -96,19 +102,6 @@ def _loop_time(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
-
-
-def _feedback(outcome: ParseOutcome, previous: ParseOutcome | None = None) -> str:
-    lines = ["Your tool call could not be used:"]
-    before = {(c.name, repr(c.arguments)) for c in previous.rejected} if previous is not None else set()
-    for cand in outcome.rejected:
-        name = f" {cand.name!r}" if cand.name else ""
-        lines.append(f"- call{name} ({cand.bucket}): {cand.error or 'unusable'}")
-        if cand.name and (cand.name, repr(cand.arguments)) in before:
-            lines.append("  This is the same call you sent last turn, refused for the same reason: change it as the")
-            lines.append("  message says instead of sending it again.")
-    lines.append("Reply with a corrected tool call, or answer in plain text if no tool is needed.")
-    return "\n".join(lines)
 
 
 class Agent:
@@ -422,9 +415,18 @@ class Agent:
                 repair=self.repair,
             )
             self._emit(TurnParsed(index, outcome, completion))
-            if outcome.calls:
-                messages.append(_assistant_message(completion, outcome.calls))
-                runs = await self._dispatch(index, outcome.calls, completion, deadline)
+            previous = turns[-1].outcome if turns else None
+            refused = [
+                (
+                    ToolCall(c.name or "", dict(c.arguments or {}), bucket=c.bucket, stage=c.stage, id=f"refused_{i}"),
+                    rejection_payload(c, self._tool_map[c.name or ""], repeated=repeated_rejection(c, previous)),
+                )
+                for i, c in enumerate(outcome.rejected)
+                if answerable(c, self._tool_map)
+            ]
+            if outcome.calls or refused:
+                messages.append(_assistant_message(outcome, [*outcome.calls, *(call for call, _ in refused)]))
+                runs = await self._dispatch(index, outcome.calls, completion, deadline) if outcome.calls else ()
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
                         continue
@@ -436,11 +438,14 @@ class Agent:
                             "content": tool_run.result.content,
                         }
                     )
-                turns.append(Turn(index, completion, outcome, runs))
+                answers = [json.dumps(payload, ensure_ascii=False) for _, payload in refused]
+                for (call, _), answer in zip(refused, answers, strict=True):
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": answer})
+                turns.append(Turn(index, completion, outcome, runs, feedback="\n".join(answers) or None))
                 continue
             await self._drain_early()
             if outcome.rejected:
-                feedback = _feedback(outcome, turns[-1].outcome if turns else None)
+                feedback = unusable_output_feedback(outcome, previous)
                 messages.append({"role": "assistant", "content": completion.content})
                 messages.append({"role": "user", "content": feedback})
                 turns.append(Turn(index, completion, outcome, feedback=feedback))
