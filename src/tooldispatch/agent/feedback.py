@@ -17,7 +17,7 @@ from typing import Any
 
 from tooldispatch.repair.validate import schema_errors
 from tooldispatch.toolspec import ToolSpec
-from tooldispatch.types import Candidate, ParseOutcome
+from tooldispatch.types import Candidate, ParseOutcome, Repair, ToolCall
 
 REPEAT_NOTE = (
     "This is the same call you sent last turn, refused for the same reason: change it as the message says "
@@ -26,9 +26,36 @@ REPEAT_NOTE = (
 """Added when a refused call is identical to one refused the turn before."""
 
 
+DROPPED_FLAG = "dropped_extra_arguments"
+"""The flag of a call run with its undeclared argument keys dropped (``Agent(drop_extra_arguments=True)``)."""
+
+
 def answerable(cand: Candidate, tools: Mapping[str, ToolSpec]) -> bool:
-    """A rejected candidate that names a declared tool and has decoded arguments: it can be answered as a call."""
-    return not cand.accepted and cand.name in tools and isinstance(cand.arguments, dict)
+    """A call refused for its arguments only (it names a declared tool, whole and decoded): answered as a call."""
+    return cand.bucket == "SchemaMismatch" and cand.name in tools and isinstance(cand.arguments, dict)
+
+
+def without_extra_arguments(cand: Candidate, tool: ToolSpec, call_id: str) -> ToolCall | None:
+    """The refused call with its undeclared keys dropped, when that alone makes it valid; else ``None``.
+
+    Each dropped key is recorded as a ``Repair("drop_key", "/<key>", value, None)`` and the call carries
+    ``DROPPED_FLAG``, so traces and summaries show what ran in place of what the model wrote.
+    """
+    args = cand.arguments if isinstance(cand.arguments, dict) else {}
+    fixed = corrected_arguments(args, tool)
+    if fixed is None:
+        return None
+    dropped = tuple(Repair("drop_key", f"/{key}", args[key], None) for key in undeclared_keys(args, tool))
+    return ToolCall(
+        tool.name,
+        fixed,
+        bucket="repaired",
+        stage=cand.stage,
+        flags=cand.flags | {DROPPED_FLAG},
+        repairs=(*cand.repairs, *dropped),
+        id=call_id,
+        format=cand.format,
+    )
 
 
 def undeclared_keys(arguments: Mapping[str, Any], tool: ToolSpec) -> list[str]:

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tooldispatch.agent.feedback import answerable, rejection_payload, repeated_rejection, unusable_output_feedback
+from tooldispatch.agent.feedback import (
+    answerable,
+    rejection_payload,
+    repeated_rejection,
+    unusable_output_feedback,
+    without_extra_arguments,
+)
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
@@ -134,6 +140,10 @@ class Agent:
             is declared read-only and callable with the refused call's arguments, run the refresher and then
             the call once more (``tooldispatch.dispatch.refresh``); both show in the turn's tool runs, the
             refresh with trigger ``auto_refresh``.
+        drop_extra_arguments: when a call is refused only for argument keys its tool does not declare, and the
+            tool is registered with ``extra_arguments="ignore"``, run it without those keys; the call is flagged
+            ``dropped_extra_arguments`` with a ``drop_key`` repair per key. Off, or for any other tool, the model
+            is told which keys to leave out.
         temperature: sampling temperature of every model turn (0: greedy).
         seed: sampling seed of every model turn (``None``: the engine's own).
     """
@@ -159,6 +169,7 @@ class Agent:
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
         auto_refresh: bool = False,
+        drop_extra_arguments: bool = False,
         temperature: float = 0.0,
         seed: int | None = 0,
     ) -> None:
@@ -185,6 +196,7 @@ class Agent:
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
         self.early_dispatch = early_dispatch
         self.auto_refresh = auto_refresh
+        self.drop_extra_arguments = drop_extra_arguments
         self.temperature = temperature
         self.seed = seed
         self._tool_map = {t.name: t for t in self.tools}
@@ -354,6 +366,36 @@ class Agent:
             repairs=call.repairs,
         )
 
+    def _answer_refusals(
+        self, outcome: ParseOutcome, previous: ParseOutcome | None
+    ) -> tuple[list[ToolCall], list[tuple[ToolCall, dict[str, Any]]]]:
+        """Split the turn's calls refused for their arguments into calls to run and calls to answer.
+
+        With ``drop_extra_arguments``, a call whose only fault is undeclared keys, to a tool declared
+        ``extra_arguments="ignore"``, runs without them. Every other such call is answered with an error
+        payload (``agent/feedback.py``). Identical refused calls in one turn are taken once.
+        """
+        seen: set[str] = set()
+        dropped: list[ToolCall] = []
+        refused: list[tuple[ToolCall, dict[str, Any]]] = []
+        for i, cand in enumerate(outcome.rejected):
+            key = json.dumps([cand.name, cand.arguments], sort_keys=True, default=str)
+            if not answerable(cand, self._tool_map) or key in seen:
+                continue
+            seen.add(key)
+            spec = self._tool_map[cand.name or ""]
+            tool = self.dispatcher.registry.get(spec.name)
+            if self.drop_extra_arguments and tool is not None and tool.extra_arguments == "ignore":
+                call = without_extra_arguments(cand, spec, f"call_dropped_{i}")
+                if call is not None:
+                    dropped.append(call)
+                    continue
+            written = ToolCall(
+                spec.name, dict(cand.arguments or {}), bucket=cand.bucket, stage=cand.stage, id=f"refused_{i}"
+            )
+            refused.append((written, rejection_payload(cand, spec, repeated=repeated_rejection(cand, previous))))
+        return dropped, refused
+
     async def arun(self, task: str) -> AgentRun:
         """Run ``task`` to an end: a final answer, or the first budget reached.
 
@@ -416,17 +458,11 @@ class Agent:
             )
             self._emit(TurnParsed(index, outcome, completion))
             previous = turns[-1].outcome if turns else None
-            refused = [
-                (
-                    ToolCall(c.name or "", dict(c.arguments or {}), bucket=c.bucket, stage=c.stage, id=f"refused_{i}"),
-                    rejection_payload(c, self._tool_map[c.name or ""], repeated=repeated_rejection(c, previous)),
-                )
-                for i, c in enumerate(outcome.rejected)
-                if answerable(c, self._tool_map)
-            ]
-            if outcome.calls or refused:
-                messages.append(_assistant_message(outcome, [*outcome.calls, *(call for call, _ in refused)]))
-                runs = await self._dispatch(index, outcome.calls, completion, deadline) if outcome.calls else ()
+            dropped, refused = self._answer_refusals(outcome, previous)
+            calls = [*outcome.calls, *dropped]
+            if calls or refused:
+                messages.append(_assistant_message(outcome, [*calls, *(call for call, _ in refused)]))
+                runs = await self._dispatch(index, calls, completion, deadline) if calls else ()
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
                         continue

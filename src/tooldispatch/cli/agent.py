@@ -205,6 +205,13 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 help="Let the dispatcher run a read-only refresher itself when a write is refused for stale state."
             ),
         ] = True,
+        drop_extra_arguments: Annotated[
+            bool,
+            typer.Option(
+                help="Run a call refused only for undeclared argument keys without them, when its tool is "
+                "registered with extra_arguments='ignore' (every demo tool but cancel_order)."
+            ),
+        ] = True,
         live: Annotated[
             bool | None, typer.Option(help="Show every turn as it happens (default: on for one seed, off for more).")
         ] = None,
@@ -239,7 +246,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         console.print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp, n_ctx {backend.n_ctx}")
         console.print(f"[bold]task[/bold] {chosen.prompt}")
         console.print(
-            f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}; "
+            f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}, drop_extra_arguments "
+            f"{'on' if drop_extra_arguments else 'off'}; "
             f"sampling seed{'s' if seeds > 1 else ''} {', '.join(map(str, seed_list))}, temperature {temperature:g}"
         )
         if transcripts is not None:
@@ -259,6 +267,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     max_turns=max_turns,
                     max_tokens=max_tokens,
                     auto_refresh=auto_refresh,
+                    drop_extra_arguments=drop_extra_arguments,
                     observer=LiveView(console) if show else None,
                 )
                 outcomes.append(out)
@@ -269,16 +278,19 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 console.print(
                     f"[bold]seed {s}, {mode} mode:[/bold] task {verdict}; {out.side_effects} side effect(s) in the "
                     f"world; {out.model_calls} call(s) by the model, {out.auto_refreshes} refresh(es) by the "
-                    f"dispatcher (auto_refresh); run ended: {out.end}"
+                    f"dispatcher (auto_refresh), {out.dropped} call(s) run with undeclared arguments dropped "
+                    f"(drop_extra_arguments); run ended: {out.end}"
                 )
         console.rule("[bold]what this shows[/bold]")
         console.print(
             "Every call above was written by the model: found by the parser (tolerant in prompt mode, grammar-"
             "bound in constrained mode), repaired only where the tool allows it, and admitted or refused by the "
-            "tool's metadata (quota, fresh state, approval), each dispatch traced. The one thing the runtime did "
-            "on the model's behalf is the refresh counted above, and only because auto_refresh is on "
-            "(--no-auto-refresh turns it off): assign_driver needs fresh driver state, and refresh_drivers is "
-            "declared read-only."
+            "tool's metadata (quota, fresh state, approval), each dispatch traced. The runtime acted on the "
+            "model's behalf only where a switch counted above allowed it: auto_refresh (--no-auto-refresh turns it "
+            "off) runs refresh_drivers, declared read-only, when assign_driver is refused for stale driver state; "
+            "drop_extra_arguments (--no-drop-extra-arguments) runs a call refused only for argument keys its tool "
+            "does not declare without them, for tools registered with extra_arguments='ignore'. A refused call is "
+            "otherwise answered with the keys to leave out and the corrected call, which the model must send."
         )
         for out in outcomes:
             console.print("  " + out.line())

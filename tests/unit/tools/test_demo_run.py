@@ -32,7 +32,8 @@ def test_done_with_auto_refresh_counts_the_refresh_apart_from_model_calls() -> N
     assert (out.seed, out.mode, out.done, out.end) == (3, "prompt", True, "final_answer")
     assert (out.model_calls, out.auto_refreshes, out.side_effects) == (2, 1, 2)
     assert out.line() == (
-        "seed 3 prompt      task done (ended: final_answer; 3 turns, 2 model calls, 1 auto refreshes, 2 side effects)"
+        "seed 3 prompt      task done (ended: final_answer; 3 turns, 2 model calls, 1 auto refreshes, 0 with extra "
+        "arguments dropped, 2 side effects)"
     )
     assert out.to_dict()["transcript"]["end"] == "final_answer"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tooldispatch.agent.feedback import DROPPED_FLAG
 from tooldispatch.tools.demo._tasks import SYSTEM_PROMPT, DemoTask
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class DemoOutcome:
         end: why the run stopped (``final_answer``, ``max_turns``, ...).
         model_calls: calls the model wrote that reached the dispatcher.
         auto_refreshes: refreshes the dispatcher ran itself (only with ``auto_refresh``).
+        dropped: calls run with undeclared argument keys dropped (only with ``drop_extra_arguments``).
         side_effects: side effects in the world's audit log.
         run: the whole transcript.
     """
@@ -34,6 +36,7 @@ class DemoOutcome:
     end: str
     model_calls: int
     auto_refreshes: int
+    dropped: int
     side_effects: int
     run: AgentRun
 
@@ -42,7 +45,7 @@ class DemoOutcome:
         return (
             f"seed {self.seed} {self.mode:11s} task {'done' if self.done else 'not done'} (ended: {self.end}; "
             f"{len(self.run.turns)} turns, {self.model_calls} model calls, {self.auto_refreshes} auto refreshes, "
-            f"{self.side_effects} side effects)"
+            f"{self.dropped} with extra arguments dropped, {self.side_effects} side effects)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +57,7 @@ class DemoOutcome:
             "end": self.end,
             "model_calls": self.model_calls,
             "auto_refreshes": self.auto_refreshes,
+            "dropped": self.dropped,
             "side_effects": self.side_effects,
             "transcript": self.run.to_dict(),
         }
@@ -69,6 +73,7 @@ def run_demo_task(
     max_turns: int,
     max_tokens: int,
     auto_refresh: bool,
+    drop_extra_arguments: bool = False,
     observer: Observer | None = None,
     system_prompt: str = SYSTEM_PROMPT,
 ) -> DemoOutcome:
@@ -83,6 +88,7 @@ def run_demo_task(
         max_turns: the run's turn budget.
         max_tokens: completion tokens per turn.
         auto_refresh: the dispatcher behaviour ``Agent(auto_refresh=...)``.
+        drop_extra_arguments: the dispatcher behaviour ``Agent(drop_extra_arguments=...)``.
         observer: the live view, if any.
         system_prompt: the system message.
     """
@@ -103,6 +109,7 @@ def run_demo_task(
         constrained=constrained,
         observer=observer,
         auto_refresh=auto_refresh,
+        drop_extra_arguments=drop_extra_arguments,
         temperature=temperature,
         seed=seed,
     )
@@ -115,6 +122,7 @@ def run_demo_task(
         end=run.end,
         model_calls=len(run.tool_runs) - refreshes,
         auto_refreshes=refreshes,
+        dropped=sum(1 for r in run.tool_runs if DROPPED_FLAG in r.call.flags),
         side_effects=world.count_effects(),
         run=run,
     )
