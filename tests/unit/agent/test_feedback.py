@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tooldispatch.agent import Agent, Budget
+from tooldispatch.agent import Agent, AgentRun, Budget
 from tooldispatch.agent.feedback import corrected_arguments, rejection_payload, undeclared_keys
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.dispatch import Dispatcher
@@ -92,3 +92,71 @@ def test_history_holds_each_call_once_and_refusals_answer_their_call() -> None:
     }
     assert world.count_effects() == 0
     assert [r.call.name for r in run.tool_runs] == ["list_drivers"]
+
+
+BAD_ASSIGN = (
+    '<tool_call>{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order_id": "o-101", '
+    '"reason": "free"}}</tool_call>'
+)
+BAD_CANCEL = (
+    '<tool_call>{"name": "cancel_order", "arguments": {"order_id": "o-301", "reason": "asked", "note": "x"}}'
+    "</tool_call>"
+)
+
+
+def _drop_run(content: str, *, drop: bool) -> tuple[DemoWorld, Agent, AgentRun]:
+    world = DemoWorld.seed()
+    backend = ScriptedBackend([ScriptedTurn(content=content), ScriptedTurn(content="Ok.")])
+    agent = Agent(
+        backend=backend,
+        dispatcher=Dispatcher(build_registry(world)),
+        budget=Budget(max_turns=2),
+        auto_refresh=True,
+        drop_extra_arguments=drop,
+    )
+    return world, agent, agent.run("go")
+
+
+def test_switched_on_an_ignorable_extra_key_is_dropped_and_the_call_runs_traced() -> None:
+    """drop_extra_arguments on, tool declared extra_arguments='ignore': the call runs without the key, flagged."""
+    world, _, run = _drop_run(BAD_ASSIGN, drop=True)
+    assert world.order("o-101")["status"] == "assigned"
+    runs = run.turns[0].tool_runs
+    assert [(r.call.name, r.result.status, sorted(r.call.flags)) for r in runs] == [
+        ("refresh_drivers", "ok", ["auto_refresh"]),
+        ("assign_driver", "ok", ["dropped_extra_arguments"]),
+    ]
+    assert runs[1].call.arguments == {"driver_id": "d-north-1", "order_id": "o-101"}
+    assert [(p.kind, p.path, p.before, p.after) for p in runs[1].call.repairs] == [
+        ("drop_key", "/reason", "free", None)
+    ]
+    assert run.summary()["by_dispatcher"] == {"auto_refresh": 1, "dropped_extra_arguments": 1}
+
+
+def test_switched_off_the_same_call_is_refused_and_nothing_runs() -> None:
+    """Without the switch the call is answered with the keys to leave out, and the world is unchanged."""
+    world, _, run = _drop_run(BAD_ASSIGN, drop=False)
+    assert world.count_effects() == 0
+    assert run.tool_runs == ()
+    assert run.summary()["by_dispatcher"] == {}
+
+
+def test_a_tool_that_forbids_extra_keys_is_never_dropped() -> None:
+    """cancel_order keeps extra_arguments='forbid': even switched on, its call is refused, not run or suspended."""
+    world, _, run = _drop_run(BAD_CANCEL, drop=True)
+    assert run.tool_runs == ()
+    assert world.order("o-301")["status"] == "pending"
+    answer = json.loads(run.turns[0].feedback or "{}")
+    assert answer["message"].startswith('"note" is not an argument of cancel_order: leave it out.')
+
+
+def test_a_cut_off_call_is_not_answered_as_a_call() -> None:
+    """A call cut off by the token budget gets the user-turn feedback, not a tool answer."""
+    cut = '<tool_call>{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order'
+    backend = ScriptedBackend([ScriptedTurn(content=cut, finish_reason="length"), ScriptedTurn(content="Ok.")])
+    run = Agent(
+        backend=backend, dispatcher=Dispatcher(build_registry(DemoWorld.seed())), budget=Budget(max_turns=2)
+    ).run("go")
+    assert run.turns[0].outcome.rejected[0].bucket == "Truncated"
+    sent = backend.requests[1].messages
+    assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("Your tool call could not be used:")
