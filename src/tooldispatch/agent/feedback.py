@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tooldispatch.dispatch import DispatchResult
 from tooldispatch.repair.validate import schema_errors
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import Candidate, ParseOutcome, Repair, ToolCall
@@ -56,6 +57,26 @@ def without_extra_arguments(cand: Candidate, tool: ToolSpec, call_id: str) -> To
         id=call_id,
         format=cand.format,
     )
+
+
+REPLAY_NOTE = "this exact call already ran earlier in this run; nothing was done again. Its result:"
+"""What a replayed side-effecting call's answer says before the stored result."""
+
+
+def tool_answer(result: DispatchResult) -> str:
+    """The ``tool`` message content for a dispatched call.
+
+    A side-effecting call the dispatcher answered from its idempotency store (``idempotent_replay``) says so:
+    its stored result alone reads exactly like a first success, and a small model then sends the call again
+    and again. Every other result is passed as the dispatcher wrote it.
+    """
+    if result.reason != "idempotent_replay":
+        return result.content
+    try:
+        stored: Any = json.loads(result.content)
+    except ValueError:
+        stored = result.content
+    return json.dumps({"already_done": True, "note": REPLAY_NOTE, "result": stored}, ensure_ascii=False)
 
 
 def undeclared_keys(arguments: Mapping[str, Any], tool: ToolSpec) -> list[str]:

@@ -22,6 +22,7 @@ from tooldispatch.agent.feedback import (
     answerable,
     rejection_payload,
     repeated_rejection,
+    tool_answer,
     unusable_output_feedback,
     without_extra_arguments,
 )
@@ -471,7 +472,7 @@ class Agent:
                             "role": "tool",
                             "tool_call_id": tool_run.call.id,
                             "name": tool_run.call.name,
-                            "content": tool_run.result.content,
+                            "content": tool_answer(tool_run.result),
                         }
                     )
                 answers = [json.dumps(payload, ensure_ascii=False) for _, payload in refused]
