@@ -160,3 +160,20 @@ def test_a_cut_off_call_is_not_answered_as_a_call() -> None:
     assert run.turns[0].outcome.rejected[0].bucket == "Truncated"
     sent = backend.requests[1].messages
     assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("Your tool call could not be used:")
+
+
+def test_a_replayed_side_effect_tells_the_model_it_already_ran() -> None:
+    """The second identical send_message is an idempotent replay: its answer says already_done, with the result."""
+    send = '<tool_call>{"name": "send_message", "arguments": {"to": "c-101", "subject": "S", "body": "B"}}</tool_call>'
+    world = DemoWorld.seed()
+    backend = ScriptedBackend([ScriptedTurn(content=send), ScriptedTurn(content=send), ScriptedTurn(content="Ok.")])
+    run = Agent(backend=backend, dispatcher=Dispatcher(build_registry(world)), budget=Budget(max_turns=3)).run("go")
+    first, second = (json.loads(m["content"]) for m in run.messages if m["role"] == "tool")
+    assert first == {"message_id": 1, "to": "c-101", "subject": "S"}
+    assert second == {
+        "already_done": True,
+        "note": "this exact call already ran earlier in this run; nothing was done again. Its result:",
+        "result": first,
+    }
+    assert [r.result.reason for r in run.tool_runs] == [None, "idempotent_replay"]
+    assert world.count_effects() == 1
