@@ -212,6 +212,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 "registered with extra_arguments='ignore' (every demo tool but cancel_order)."
             ),
         ] = True,
+        modes: Annotated[
+            str, typer.Option(help="Which runs, in order: prompt, constrained or prompt,constrained.")
+        ] = "prompt,constrained",
         live: Annotated[
             bool | None, typer.Option(help="Show every turn as it happens (default: on for one seed, off for more).")
         ] = None,
@@ -236,6 +239,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         if task not in tasks:
             raise _fail(ValueError(f"unknown demo task {task!r}; choose one of {', '.join(tasks)}"))
         chosen = tasks[task]
+        wanted = [m.strip() for m in modes.split(",") if m.strip()]
+        if not wanted or any(m not in ("prompt", "constrained") for m in wanted):
+            raise _fail(ValueError(f"--modes takes prompt and/or constrained, comma-separated; got {modes!r}"))
         try:
             path = pull(model, console=console)
             backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0])
@@ -254,8 +260,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             transcripts.mkdir(parents=True, exist_ok=True)
         outcomes: list[DemoOutcome] = []
         for s in seed_list:
-            for constrained in (False, True):
-                mode = "constrained" if constrained else "prompt"
+            for mode in wanted:
+                constrained = mode == "constrained"
                 if show:
                     console.rule(f"[bold]{mode} mode[/bold]" + (f", seed {s}" if seeds > 1 else ""))
                 out = run_demo_task(
@@ -295,7 +301,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         for out in outcomes:
             console.print("  " + out.line())
         if seeds > 1:
-            for mode in ("prompt", "constrained"):
+            for mode in wanted:
                 done = [o.seed for o in outcomes if o.mode == mode and o.done]
                 console.print(
                     f"[bold]{mode} mode: task done in {len(done)} of {seeds} seeds[/bold]"
