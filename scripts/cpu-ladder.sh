@@ -13,7 +13,8 @@ LIMIT="${LIMIT:-40}"
 CATEGORIES="${CATEGORIES:-simple_python,multiple,parallel,irrelevance}"
 Q05=qwen2.5-coder-0.5b-instruct
 Q15=qwen2.5-coder-1.5b-instruct
-CELLS="${CELLS:-$Q05@Q4_K_M:off $Q05@Q4_K_M:on $Q05@Q4_0:off $Q05@Q3_K_M:off $Q05@Q2_K:off $Q05@IQ3_XXS:off $Q15@Q4_K_M:off $Q15@Q2_K:off}"
+# The importance-matrix cell comes last: it needs llama-imatrix and llama-quantize (scripts/build-llama-server.sh).
+CELLS="${CELLS:-$Q05@Q4_K_M:off $Q05@Q4_K_M:on $Q05@Q4_0:off $Q05@Q3_K_M:off $Q05@Q2_K:off $Q15@Q4_K_M:off $Q15@Q2_K:off $Q05@IQ3_XXS:off}"
 
 for cell in $CELLS; do
     spec="${cell%%:*}"

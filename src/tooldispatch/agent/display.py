@@ -145,6 +145,8 @@ def summary_table(run: AgentRun) -> Table:
     table.add_row("by bucket", ", ".join(f"{k} {v}" for k, v in sorted(s["buckets"].items())) or "none")
     table.add_row("repairs applied", str(s["repairs"]))
     table.add_row("dispatch", ", ".join(f"{k} {v}" for k, v in sorted(s["dispatch"].items())) or "nothing ran")
+    if s["by_dispatcher"]:
+        table.add_row("by switches", ", ".join(f"{k} {v}" for k, v in sorted(s["by_dispatcher"].items())))
     table.add_row("model time", f"{s['model_s']:.2f} s (reasoning {s['reasoning_s']:.2f} s)")
     table.add_row("tool time", f"{s['tool_s']:.3f} s")
     table.add_row("loop overhead", f"{s['overhead_s'] * 1000:.1f} ms of {s['wall_s']:.2f} s wall")

@@ -19,6 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tooldispatch.agent.feedback import (
+    answerable,
+    rejection_payload,
+    repeated_rejection,
+    tool_answer,
+    unusable_output_feedback,
+    without_extra_arguments,
+)
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
@@ -99,13 +107,17 @@ def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict
     return message
 
 
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:16]}"
+
+
 def _unique_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
     """The calls with ids unique across turns and runs: the parser numbers each output's calls from
     ``call_0``, so each such id (or a missing one) is replaced by a random one; a server's own ids are kept."""
     out = []
     for call in calls:
         if call.id is None or (call.id.startswith("call_") and call.id[5:].isdigit()):
-            call = dataclasses.replace(call, id=f"call_{uuid.uuid4().hex[:16]}")
+            call = dataclasses.replace(call, id=_new_call_id())
         out.append(call)
     return tuple(out)
 
@@ -115,19 +127,6 @@ def _loop_time(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
-
-
-def _feedback(outcome: ParseOutcome, previous: ParseOutcome | None = None) -> str:
-    lines = ["Your tool call could not be used:"]
-    before = {(c.name, repr(c.arguments)) for c in previous.rejected} if previous is not None else set()
-    for cand in outcome.rejected:
-        name = f" {cand.name!r}" if cand.name else ""
-        lines.append(f"- call{name} ({cand.bucket}): {cand.error or 'unusable'}")
-        if cand.name and (cand.name, repr(cand.arguments)) in before:
-            lines.append("  This is the same call you sent last turn, refused for the same reason: change it as the")
-            lines.append("  message says instead of sending it again.")
-    lines.append("Reply with a corrected tool call, or answer in plain text if no tool is needed.")
-    return "\n".join(lines)
 
 
 class Agent:
@@ -160,6 +159,10 @@ class Agent:
             is declared read-only and callable with the refused call's arguments, run the refresher and then
             the call once more (``tooldispatch.dispatch.refresh``); both show in the turn's tool runs, the
             refresh with trigger ``auto_refresh``.
+        drop_extra_arguments: when a call is refused only for argument keys its tool does not declare, and the
+            tool is registered with ``extra_arguments="ignore"``, run it without those keys; the call is flagged
+            ``dropped_extra_arguments`` with a ``drop_key`` repair per key. Off, or for any other tool, the model
+            is told which keys to leave out.
         temperature: sampling temperature of every model turn (0: greedy).
         seed: sampling seed of every model turn (``None``: the engine's own).
     """
@@ -185,6 +188,7 @@ class Agent:
         request_extra: Mapping[str, Any] | None = None,
         early_dispatch: bool = True,
         auto_refresh: bool = False,
+        drop_extra_arguments: bool = False,
         temperature: float = 0.0,
         seed: int | None = 0,
     ) -> None:
@@ -211,6 +215,7 @@ class Agent:
         self.request_extra: Mapping[str, Any] = dict(request_extra or {})
         self.early_dispatch = early_dispatch
         self.auto_refresh = auto_refresh
+        self.drop_extra_arguments = drop_extra_arguments
         self.temperature = temperature
         self.seed = seed
         self._tool_map = {t.name: t for t in self.tools}
@@ -380,6 +385,36 @@ class Agent:
             repairs=call.repairs,
         )
 
+    def _answer_refusals(
+        self, outcome: ParseOutcome, previous: ParseOutcome | None
+    ) -> tuple[list[ToolCall], list[tuple[ToolCall, dict[str, Any]]]]:
+        """Split the turn's calls refused for their arguments into calls to run and calls to answer.
+
+        With ``drop_extra_arguments``, a call whose only fault is undeclared keys, to a tool declared
+        ``extra_arguments="ignore"``, runs without them. Every other such call is answered with an error
+        payload (``agent/feedback.py``). Identical refused calls in one turn are taken once.
+        """
+        seen: set[str] = set()
+        dropped: list[ToolCall] = []
+        refused: list[tuple[ToolCall, dict[str, Any]]] = []
+        for cand in outcome.rejected:
+            key = json.dumps([cand.name, cand.arguments], sort_keys=True, default=str)
+            if not answerable(cand, self._tool_map) or key in seen:
+                continue
+            seen.add(key)
+            spec = self._tool_map[cand.name or ""]
+            tool = self.dispatcher.registry.get(spec.name)
+            if self.drop_extra_arguments and tool is not None and tool.extra_arguments == "ignore":
+                call = without_extra_arguments(cand, spec, _new_call_id())
+                if call is not None:
+                    dropped.append(call)
+                    continue
+            written = ToolCall(
+                spec.name, dict(cand.arguments or {}), bucket=cand.bucket, stage=cand.stage, id=_new_call_id()
+            )
+            refused.append((written, rejection_payload(cand, spec, repeated=repeated_rejection(cand, previous))))
+        return dropped, refused
+
     async def arun(self, task: str, *, history: Sequence[Mapping[str, Any]] = ()) -> AgentRun:
         """Run ``task`` to an end: a final answer, or the first budget reached.
 
@@ -443,10 +478,12 @@ class Agent:
                 repair=self.repair,
             )
             self._emit(TurnParsed(index, outcome, completion))
-            if outcome.calls:
-                calls = _unique_ids(outcome.calls)
-                messages.append(_assistant_message(outcome, calls))
-                runs = await self._dispatch(index, calls, completion, deadline)
+            previous = turns[-1].outcome if turns else None
+            dropped, refused = self._answer_refusals(outcome, previous)
+            calls = [*_unique_ids(outcome.calls), *dropped]
+            if calls or refused:
+                messages.append(_assistant_message(outcome, [*calls, *(call for call, _ in refused)]))
+                runs = await self._dispatch(index, calls, completion, deadline) if calls else ()
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
                         continue
@@ -455,14 +492,17 @@ class Agent:
                             "role": "tool",
                             "tool_call_id": tool_run.call.id,
                             "name": tool_run.call.name,
-                            "content": tool_run.result.content,
+                            "content": tool_answer(tool_run.result),
                         }
                     )
-                turns.append(Turn(index, completion, outcome, runs))
+                answers = [json.dumps(payload, ensure_ascii=False) for _, payload in refused]
+                for (call, _), answer in zip(refused, answers, strict=True):
+                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": answer})
+                turns.append(Turn(index, completion, outcome, runs, feedback="\n".join(answers) or None))
                 continue
             await self._drain_early()
             if outcome.rejected:
-                feedback = _feedback(outcome, turns[-1].outcome if turns else None)
+                feedback = unusable_output_feedback(outcome, previous)
                 messages.append({"role": "assistant", "content": completion.content})
                 messages.append({"role": "user", "content": feedback})
                 turns.append(Turn(index, completion, outcome, feedback=feedback))

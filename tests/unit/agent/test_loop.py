@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -106,7 +107,7 @@ def test_read_only_tool_gets_bounded_repair() -> None:
 
 
 def test_side_effecting_tool_refuses_distance_repair_and_model_is_told() -> None:
-    """For a side-effecting tool an edit-distance repair becomes an error the model sees, and nothing runs."""
+    """For a side-effecting tool an edit-distance repair becomes an error answering the call, and nothing runs."""
     calls: list[dict[str, Any]] = []
     backend = ScriptedBackend(
         [
@@ -122,7 +123,16 @@ def test_side_effecting_tool_refuses_distance_repair_and_model_is_told() -> None
     assert first.outcome.rejected[0].bucket == "SchemaMismatch"
     assert first.feedback is not None
     assert "celsius" in first.feedback and "fahrenheit" in first.feedback
-    assert backend.requests[1].messages[-1] == {"role": "user", "content": first.feedback}
+    sent = backend.requests[1].messages
+    refused_id = sent[-2]["tool_calls"][0]["id"]
+    assert re.fullmatch(r"call_[0-9a-f]{16}", refused_id)
+    assert json.loads(sent[-2]["tool_calls"][0]["function"]["arguments"]) == {"room": "den", "unit": "celcius"}
+    assert sent[-1] == {
+        "role": "tool",
+        "tool_call_id": refused_id,
+        "name": "set_thermostat",
+        "content": first.feedback,
+    }
     assert run.end == "final_answer"
 
 

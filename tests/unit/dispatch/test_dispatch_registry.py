@@ -103,6 +103,7 @@ def test_destructive_without_compensation_needs_approval_unless_declared() -> No
         ({"timeout_s": 0}, "timeout_s and idempotency_ttl_s must be positive"),
         ({"max_attempts": 0}, "max_attempts counts the first attempt and must be at least 1"),
         ({"result_max_chars": 10}, "result_max_chars must be at least 200"),
+        ({"extra_arguments": "allow"}, "extra_arguments must be 'forbid' or 'ignore', got 'allow'"),
         ({"isolation": "process"}, "isolation='process' needs a module-level function"),
         ({"schema": {"type": "array"}}, 'the arguments schema must have "type": "object"'),
         ({"schema": {"type": "object", "properties": 5}}, "schema is not valid JSON Schema"),

@@ -16,6 +16,7 @@ Example::
 """
 
 from tooldispatch.tools.demo._registry import SCHEMAS, WORLD_ENV, build_registry, registry_from_env
+from tooldispatch.tools.demo._run import DemoOutcome, run_demo_task
 from tooldispatch.tools.demo._tasks import SYSTEM_PROMPT, TASKS, DemoTask, demo_tasks
 from tooldispatch.tools.demo._world import DEFAULT_ZONES, ORDER_STATUSES, AuditEntry, DemoWorld
 
@@ -27,9 +28,11 @@ __all__ = [
     "TASKS",
     "WORLD_ENV",
     "AuditEntry",
+    "DemoOutcome",
     "DemoTask",
     "DemoWorld",
     "build_registry",
     "demo_tasks",
     "registry_from_env",
+    "run_demo_task",
 ]

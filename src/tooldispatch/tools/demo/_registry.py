@@ -59,7 +59,8 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
       compensated by ``unassign_driver``.
     - ``unassign_driver``: destructive (the saga inverse); no approval, so a rollback can run it.
     - ``send_message``: side-effecting, idempotent on ``to`` + ``subject``.
-    - ``cancel_order``: destructive; needs a human's approval.
+    - ``cancel_order``: destructive; needs a human's approval; undeclared argument keys are always refused.
+    - every other tool: ``extra_arguments="ignore"`` (its effect is set by its declared arguments alone).
 
     Args:
         world: the world whose state the tools act on.
@@ -71,7 +72,10 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
     from tooldispatch.dispatch import Registry
 
     reg = registry if registry is not None else Registry()
-    common: dict[str, Any] = {"source": SOURCE, "version": VERSION}
+    # Every tool but cancel_order acts on its declared arguments alone, so an undeclared key carries nothing it
+    # would use: extra_arguments="ignore" lets a caller that opts in drop it. A cancellation is approved by a
+    # person as written, so cancel_order refuses undeclared keys.
+    common: dict[str, Any] = {"source": SOURCE, "version": VERSION, "extra_arguments": "ignore"}
     for name in ("list_drivers", "get_order", "list_orders"):
         reg.register(name, getattr(world, name), schema=SCHEMAS[name], read_only=True, concurrency_safe=True, **common)
     reg.register(
@@ -121,7 +125,7 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
         read_only=False,
         destructive=True,
         requires_approval=True,
-        **common,
+        **{**common, "extra_arguments": "forbid"},
     )
     return reg
 

@@ -101,7 +101,8 @@ def _check_fill_east(world: DemoWorld, answer: str) -> bool:
 SYSTEM_PROMPT = (
     "You are the dispatcher of a delivery company. Complete the user's task with the tools, one step at a "
     "time, passing only the arguments a tool declares. Look things up before acting: an order tells you its "
-    "zone and its customer. When a tool returns an "
+    "zone and its customer. Each tool does one thing: a message to a customer is a send_message call of its own, "
+    "to the customer's id. When a tool returns an "
     "error, read its message and suggestion and do what it says; never repeat a call that was just refused. "
     "When every part of the task is done, reply with one short sentence and no tool call."
 )
