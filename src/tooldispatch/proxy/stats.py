@@ -19,21 +19,13 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from tooldispatch.store import StateStore
-from tooldispatch.types import ParseOutcome
+from tooldispatch.types import Bucket, ParseOutcome
 
-BUCKETS: Final = (
-    "ok_strict",
-    "ok_fallback",
-    "repaired",
-    "InvalidJson",
-    "UnknownName",
-    "SchemaMismatch",
-    "Truncated",
-    "Ambiguous",
-)
+BUCKETS: Final = get_args(Bucket)
+# The table's columns for BUCKETS, in the same order (migrations proxy_0001_requests and proxy_0002_ambiguous).
 _COLUMNS: Final = (
     "ok_strict",
     "ok_fallback",
