@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.store.base import Dialect, SchemaReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,19 @@ def plan(applied: Iterable[str]) -> Plan:
     return Plan(
         pending=[m for m in MIGRATIONS if m.name not in done],
         newer=sorted(n for n in done if n not in known and n.split("_", 1)[0] in prefixes),
+    )
+
+
+def schema_report(target: str, dialect: Dialect, applied: list[str], server: str) -> SchemaReport:
+    """What ``check()`` reports for a store that recorded ``applied`` (pure)."""
+    found = plan(applied)
+    return SchemaReport(
+        target=target,
+        dialect=dialect,
+        applied=applied,
+        pending=[m.name for m in found.pending],
+        newer=found.newer,
+        server=server,
     )
 
 

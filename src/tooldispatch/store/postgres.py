@@ -38,7 +38,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tooldispatch.errors import ConfigError, StoreUnavailable
 from tooldispatch.store.base import Dialect, Params, SchemaReport
-from tooldispatch.store.migrations import MIGRATIONS, apply_pending, plan, refuse_newer
+from tooldispatch.store.migrations import MIGRATIONS, apply_pending, plan, refuse_newer, schema_report
 from tooldispatch.store.url import redact
 
 _MIGRATION_LOCK = 0x7464_6D67  # "tdmg": the advisory lock key taken while migrating
@@ -145,15 +145,7 @@ class PostgresStore:
         """Compare the database's migrations with this build's, changing nothing."""
         with self._connection() as conn:
             applied = self._applied(conn) or []
-        found = plan(applied)
-        return SchemaReport(
-            target=self.target,
-            dialect=self.dialect,
-            applied=applied,
-            pending=[m.name for m in found.pending],
-            newer=found.newer,
-            server=self.server,
-        )
+        return schema_report(self.target, self.dialect, applied, self.server)
 
     @property
     def user_version(self) -> int:

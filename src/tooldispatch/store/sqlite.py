@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.store.base import Dialect, Params, SchemaReport
-from tooldispatch.store.migrations import apply_pending, plan, refuse_newer
+from tooldispatch.store.migrations import apply_pending, plan, refuse_newer, schema_report
 
 
 class SQLiteStore:
@@ -138,15 +138,7 @@ class SQLiteStore:
         with self._lock:
             self._refuse_foreign(self._conn)
             applied = self._applied(self._conn) or []
-        found = plan(applied)
-        return SchemaReport(
-            target=self.target,
-            dialect=self.dialect,
-            applied=applied,
-            pending=[m.name for m in found.pending],
-            newer=found.newer,
-            server=f"SQLite {sqlite3.sqlite_version}",
-        )
+        return schema_report(self.target, self.dialect, applied, f"SQLite {sqlite3.sqlite_version}")
 
     @property
     def user_version(self) -> int:
