@@ -4,7 +4,12 @@
 # after another into one run folder (so quantizations are paired by case); rerunning resumes where it stopped.
 #
 # Usage:  nice -n 15 scripts/cpu-ladder.sh [RUN_DIR]        (default runs/qwen25-coder-ladder)
-#         CELLS="..." overrides the cell list (NAME@QUANT[:constrained], run in this order).
+#         CELLS="..." overrides the cell list (NAME@QUANT:off|on|server, run in this order).
+#
+# A cell NAME@QUANT:off|on runs in process with llama.cpp's grammar constraint off or on. NAME@QUANT:server runs
+# the same cases through llama.cpp's own llama-server (scripts/build-llama-server.sh; --jinja, so the model's
+# template renders the tools) in both parse modes: the server's `tool_calls` and client parsing of its raw text.
+# One request at a time on one slot with two threads, as the in-process cells run.
 set -euo pipefail
 source "$(dirname "$0")/_tooldispatch.sh"
 
@@ -14,13 +19,54 @@ CATEGORIES="${CATEGORIES:-simple_python,multiple,parallel,irrelevance}"
 Q05=qwen2.5-coder-0.5b-instruct
 Q15=qwen2.5-coder-1.5b-instruct
 # The importance-matrix cell comes last: it needs llama-imatrix and llama-quantize (scripts/build-llama-server.sh).
-CELLS="${CELLS:-$Q05@Q4_K_M:off $Q05@Q4_K_M:on $Q05@Q4_0:off $Q05@Q3_K_M:off $Q05@Q2_K:off $Q15@Q4_K_M:off $Q15@Q2_K:off $Q05@IQ3_XXS:off}"
+CELLS="${CELLS:-$Q05@Q4_K_M:off $Q05@Q4_K_M:server $Q05@Q4_K_M:on $Q05@Q4_0:off $Q05@Q3_K_M:off $Q05@Q2_K:off $Q15@Q4_K_M:off $Q15@Q2_K:off $Q05@IQ3_XXS:off}"
+LLAMA_SERVER="${LLAMA_SERVER:-${LLAMA_SERVER_HOME:-$HOME/.cache/tooldispatch/llama-server}/bin/llama-server}"
+PORT="${PORT:-18080}"
+
+server_pid=""
+stop_server() {
+    if [[ -n "$server_pid" ]]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=""
+    fi
+}
+trap stop_server EXIT
+
+run_server_cell() {
+    local spec="$1" gguf="$2"
+    if [[ ! -x "$LLAMA_SERVER" ]]; then
+        echo "No llama-server at $LLAMA_SERVER: build it with scripts/build-llama-server.sh (cell $spec skipped)." >&2
+        return 0
+    fi
+    mkdir -p "$RUN_DIR"
+    "$LLAMA_SERVER" -m "$gguf" --jinja --host 127.0.0.1 --port "$PORT" -c 8192 -np 1 -t 2 \
+        >"$RUN_DIR/llama-server.log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 120); do
+        if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            echo "llama-server exited at start: see $RUN_DIR/llama-server.log" >&2
+            server_pid=""
+            return 1
+        fi
+        sleep 1
+    done
+    "${tooldispatch[@]}" bench bfcl --backend openai --dialect llama-server --base-url "http://127.0.0.1:$PORT/v1" \
+        --models "${spec%%@*}" --quant-label "${spec##*@}" --parse-modes server,client --concurrency 1 \
+        --categories "$CATEGORIES" --limit "$LIMIT" --run-dir "$RUN_DIR" --no-progress
+    stop_server
+}
 
 for cell in $CELLS; do
     spec="${cell%%:*}"
-    constrained="${cell##*:}"
-    "${tooldispatch[@]}" models pull "$spec" >/dev/null
-    "${tooldispatch[@]}" bench bfcl --models "$spec" --constrained "$constrained" --categories "$CATEGORIES" \
+    mode="${cell##*:}"
+    gguf="$("${tooldispatch[@]}" models pull "$spec" | tail -n 1)"
+    if [[ "$mode" == "server" ]]; then
+        run_server_cell "$spec" "$gguf"
+        continue
+    fi
+    "${tooldispatch[@]}" bench bfcl --models "$spec" --constrained "$mode" --categories "$CATEGORIES" \
         --limit "$LIMIT" --n-threads 2 --run-dir "$RUN_DIR" --no-progress
 done
 "${tooldispatch[@]}" report "$RUN_DIR"
