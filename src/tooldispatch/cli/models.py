@@ -268,8 +268,9 @@ def show_cmd(
 
 @models_app.command("rm")
 def rm_cmd(spec: SpecArg) -> None:
-    """Delete a model file from the cache (the manifest stays; pull or quantize brings it back)."""
+    """Delete a model file from the cache with its record and importance matrix (the manifest stays)."""
     from tooldispatch.models import cache_dir, parse_spec
+    from tooldispatch.models.store import cached_files
 
     try:
         path = parse_spec(spec).path
@@ -280,9 +281,10 @@ def rm_cmd(spec: SpecArg) -> None:
         raise _fail(TooldispatchError(f"{spec} is not in the cache ({path}); nothing to remove"))
     if root not in path.resolve().parents:
         raise _fail(TooldispatchError(f"{path} is outside the cache ({root}); remove it yourself if you mean to"))
-    size = path.stat().st_size
-    path.unlink()
-    typer.echo(f"removed {path} ({_human(size)})")
+    for item in cached_files(path):
+        size = item.stat().st_size
+        item.unlink()
+        typer.echo(f"removed {item} ({_human(size)})")
 
 
 @models_app.command("alias")

@@ -90,6 +90,19 @@ def parse_spec(spec: str) -> ModelSpec:
     return ModelSpec(manifest=manifest, quant=manifest.quantization(quant.strip()))
 
 
+def cached_files(path: Path) -> list[Path]:
+    """A cached model file and what was made from it that has no use without it, those that exist.
+
+    That is the file, its verification record, the importance matrix computed from it (and the matrix's record),
+    and what an interrupted pull, quantization or matrix left behind (``*.tmp``, ``*.tmp.gguf``). Files derived
+    from it (another quantization) are models of their own and stay.
+    """
+    matrix = path.with_name(path.stem + ".imatrix.gguf")
+    names = [path, _record_path(path), matrix, _record_path(matrix)]
+    names += [path.with_name(path.name + ".tmp"), matrix.with_name(matrix.name + ".tmp.gguf")]
+    return [p for p in names if p.is_file()]
+
+
 def _record_path(path: Path, record: Path | None = None) -> Path:
     return record if record is not None else path.with_name(path.name + ".json")
 

@@ -159,16 +159,21 @@ def test_logs_on_an_empty_home_says_so(cli: Cli) -> None:
 
 
 def test_models_rm_removes_only_a_cached_file(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`models rm` deletes the cached file of NAME@QUANT (in a cache of its own here), and says so when absent."""
+    """`models rm` deletes NAME@QUANT's file, record and importance matrix, not other files; absent: says so."""
     monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path / "cache"))
     from tooldispatch.models import parse_spec
 
     path = parse_spec("smollm2-135m-instruct@Q4_1").path
     path.parent.mkdir(parents=True)
     path.write_bytes(b"GGUF" + b"\0" * 100)
+    record = path.with_name("Q4_1.gguf.json")
+    matrix = path.with_name("Q4_1.imatrix.gguf")
+    derived = path.with_name("IQ3_XXS.gguf")
+    for made in (record, matrix, derived):
+        made.write_bytes(b"{}")
     ran = cli("models", "rm", "smollm2-135m-instruct@Q4_1")
-    assert (ran.code, ran.out) == (0, f"removed {path} (0 MB)\n")
-    assert not path.exists()
+    assert (ran.code, ran.out) == (0, f"removed {path} (0 MB)\nremoved {record} (0 MB)\nremoved {matrix} (0 MB)\n")
+    assert [p.name for p in path.parent.iterdir()] == ["IQ3_XXS.gguf"]
     again = cli("models", "rm", "smollm2-135m-instruct@Q4_1")
     assert again.code == 1
     assert again.err == f"error: smollm2-135m-instruct@Q4_1 is not in the cache ({path}); nothing to remove\n"
