@@ -110,7 +110,11 @@ def importance_matrix(src: Path, *, nthread: int | None = None, force: bool = Fa
     tmp = out.with_name(out.name + ".tmp.gguf")
     cmd = [str(llama_tool("llama-imatrix")), "-m", str(src), "-f", str(text), "-o", str(tmp)]
     cmd += ["-c", "512", "--chunks", str(IMATRIX_CHUNKS), "-t", threads, "-ngl", "0", "--no-ppl"]
-    _run_tool(cmd, f"llama-imatrix on {src.name}")
+    try:
+        _run_tool(cmd, f"llama-imatrix on {src.name}")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, out)
     write_record(
         out,
@@ -228,14 +232,18 @@ def quantize(
         console=console or Console(stderr=True),
         disable=not progress,
     ) as bar:
-        if wanted.quant.name in IMATRIX_FTYPES:
-            bar.add_task(f"importance matrix of {source.text} (llama-imatrix)", total=None)
-            imatrix = importance_matrix(src_path, nthread=nthread)
-            bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize, imatrix)", total=None)
-            quantize_with_imatrix(src_path, tmp, wanted.quant.name, imatrix, nthread=nthread)
-        else:
-            bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize)", total=None)
-            quantize_file(src_path, tmp, wanted.quant.name, nthread=nthread)
+        try:
+            if wanted.quant.name in IMATRIX_FTYPES:
+                bar.add_task(f"importance matrix of {source.text} (llama-imatrix)", total=None)
+                imatrix = importance_matrix(src_path, nthread=nthread)
+                bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize, imatrix)", total=None)
+                quantize_with_imatrix(src_path, tmp, wanted.quant.name, imatrix, nthread=nthread)
+            else:
+                bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize)", total=None)
+                quantize_file(src_path, tmp, wanted.quant.name, nthread=nthread)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a half-written file must not be mistaken for a result
+            raise
         os.replace(tmp, dst)
         digest = sha256_file(dst)
     try:
