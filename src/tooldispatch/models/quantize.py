@@ -85,11 +85,13 @@ def _run_tool(cmd: list[str], what: str) -> None:
         raise BackendUnavailable(f"{what} failed (exit {proc.returncode}): {tail}")
 
 
-def importance_matrix(src: Path, *, nthread: int | None = None, force: bool = False) -> Path:
-    """Compute (or reuse) the importance matrix of ``src`` on the shipped calibration text.
+def importance_matrix(
+    src: Path, *, nthread: int | None = None, force: bool = False, chunks: int = IMATRIX_CHUNKS
+) -> Path:
+    """Compute (or reuse) the importance matrix of ``src`` on ``chunks`` chunks of the shipped calibration text.
 
-    The matrix is cached beside the model as ``<file>.imatrix.gguf`` and reused while the model and the
-    calibration text are unchanged (their digests are recorded next to it).
+    The matrix is cached beside the model as ``<file>.imatrix.gguf`` and reused while the model, the
+    calibration text and the chunk count are unchanged (recorded next to it).
 
     Raises:
         BackendUnavailable: ``llama-imatrix`` is not built, or it failed.
@@ -102,6 +104,7 @@ def importance_matrix(src: Path, *, nthread: int | None = None, force: bool = Fa
     stamp: dict[str, object] = {
         "model_sha256": (read_record(src) or {}).get("sha256"),
         "calibration_sha256": sha256_file(text),
+        "chunks": chunks,
     }
     record = read_record(out)
     if not force and out.is_file() and record and all(record.get(k) == v for k, v in stamp.items()):
@@ -109,7 +112,7 @@ def importance_matrix(src: Path, *, nthread: int | None = None, force: bool = Fa
     threads = str(nthread or max(1, os.cpu_count() or 1))
     tmp = out.with_name(out.name + ".tmp.gguf")
     cmd = [str(llama_tool("llama-imatrix")), "-m", str(src), "-f", str(text), "-o", str(tmp)]
-    cmd += ["-c", "512", "--chunks", str(IMATRIX_CHUNKS), "-t", threads, "-ngl", "0", "--no-ppl"]
+    cmd += ["-c", "512", "--chunks", str(chunks), "-t", threads, "-ngl", "0", "--no-ppl"]
     try:
         _run_tool(cmd, f"llama-imatrix on {src.name}")
     except BaseException:
@@ -123,6 +126,7 @@ def importance_matrix(src: Path, *, nthread: int | None = None, force: bool = Fa
         calibration=text.name,
         model_sha256=stamp["model_sha256"],
         calibration_sha256=stamp["calibration_sha256"],
+        chunks=chunks,
     )
     return out
 
@@ -194,13 +198,15 @@ def quantize(
     nthread: int | None = None,
     progress: bool = True,
     console: Console | None = None,
+    imatrix_chunks: int = IMATRIX_CHUNKS,
 ) -> Path:
     """Make a derived quantization listed in a model's manifest (``name@Q8_0``).
 
     ``quantize("smollm2-135m-instruct@Q8_0")`` and ``quantize("smollm2-135m-instruct", "Q8_0")`` are the same.
     The source quantization is pulled first when missing. An existing verified result is kept unless
     ``force``. The record next to the file labels it as requantized from its source and keeps its real
-    per-tensor types. Importance-matrix types compute the source's matrix first (cached beside it).
+    per-tensor types. Importance-matrix types compute the source's matrix first (cached beside it), on
+    ``imatrix_chunks`` chunks of 512 tokens of the calibration text.
 
     Returns:
         The new file's path.
@@ -235,7 +241,7 @@ def quantize(
         try:
             if wanted.quant.name in IMATRIX_FTYPES:
                 bar.add_task(f"importance matrix of {source.text} (llama-imatrix)", total=None)
-                imatrix = importance_matrix(src_path, nthread=nthread)
+                imatrix = importance_matrix(src_path, nthread=nthread, chunks=imatrix_chunks)
                 bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize, imatrix)", total=None)
                 quantize_with_imatrix(src_path, tmp, wanted.quant.name, imatrix, nthread=nthread)
             else:

@@ -13,6 +13,7 @@ from tooldispatch.dispatch import Dispatcher
 from tooldispatch.errors import BackendUnavailable
 from tooldispatch.models import add_model, info, pull, quantize, read_header, resolve
 from tooldispatch.models.quantize import llama_tool
+from tooldispatch.models.store import read_record
 from tooldispatch.tools.demo import DemoWorld, build_registry
 
 pytestmark = pytest.mark.integration
@@ -62,12 +63,14 @@ def _imatrix_tools() -> bool:
 @pytest.mark.parametrize("target", ["IQ3_XXS", "IQ3_S", "IQ2_M"])
 def test_importance_matrix_types(smollm2_path: Path, target: str) -> None:
     """IQ types get the source's importance matrix (cached beside it, computed once) and say so in the record."""
-    path = quantize(f"{SMOL}@{target}", nthread=2, progress=False)
+    path = quantize(f"{SMOL}@{target}", nthread=2, progress=False, imatrix_chunks=4, force=True)
     report = info(path)
     assert report.declared_type == target
     matrix = Path(report.provenance["imatrix"])
     assert matrix == smollm2_path.with_name("Q4_1.imatrix.gguf") and matrix.is_file()
     assert report.provenance["label"] == "requantized from Q4_1"
+    record = read_record(matrix)
+    assert record is not None and record["chunks"] == 4
 
 
 def test_added_file_runs_everywhere_a_name_does(
