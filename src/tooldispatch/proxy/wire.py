@@ -12,6 +12,7 @@ their events.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -26,6 +27,11 @@ from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
 from tooldispatch.errors import ProviderError
 from tooldispatch.proxy.http1 import Http1Pool, Reply, UpstreamError, UpstreamTimeout
+
+DRAIN_S = 1.0
+"""How long the rest of a stream is read after ``[DONE]`` (normally only the body's last chunk, already on its
+way), so that its connection can take the next request; an upstream slower than that gets the connection closed
+(nothing of the answer is lost: ``[DONE]`` has arrived)."""
 
 
 def error_context(backend: OpenAICompatBackend) -> ErrorContext:
@@ -83,6 +89,7 @@ class _HttpxReply:
         self.response = response
         self.status = response.status_code
         self.headers = {k.lower(): v for k, v in response.headers.items()}
+        self._lines: AsyncIterator[str] | None = None
 
     @staticmethod
     async def open(http: httpx2.AsyncClient, url: str, body: bytes) -> _HttpxReply:
@@ -104,7 +111,12 @@ class _HttpxReply:
         finally:
             await self.response.aclose()
 
-    async def lines(self) -> AsyncIterator[str]:
+    def lines(self) -> AsyncIterator[str]:
+        if self._lines is None:
+            self._lines = self._read_lines()
+        return self._lines
+
+    async def _read_lines(self) -> AsyncIterator[str]:
         try:
             async for line in self.response.aiter_lines():
                 yield line
@@ -112,6 +124,15 @@ class _HttpxReply:
             raise UpstreamTimeout(str(exc) or type(exc).__name__) from exc
         except httpx2.HTTPError as exc:
             raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def drain(self, limit_s: float) -> None:
+        """Read the rest of the stream, for at most ``limit_s`` seconds (so the connection can be reused)."""
+        try:
+            async with asyncio.timeout(limit_s):
+                async for _ in self.lines():
+                    pass
+        except (TimeoutError, UpstreamError):
+            pass
 
     async def close(self) -> None:
         await self.response.aclose()
@@ -172,6 +193,7 @@ async def wire_events(
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                await reply.drain(DRAIN_S)
                 break
             try:
                 chunk = json.loads(data)
