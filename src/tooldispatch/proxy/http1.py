@@ -27,6 +27,10 @@ from urllib.parse import urlsplit
 _MAX_HEAD = 64 * 1024
 _MAX_LINE = 64 * 1024
 _HIGH_WATER = 1024 * 1024  # bytes buffered before reading pauses (a client slower than its upstream)
+DRAIN_S = 1.0
+"""How long the rest of a stream is read after ``[DONE]`` (normally only the body's last chunk, already on its
+way), so that its connection can take the next request; an upstream slower than that gets the connection closed
+(nothing of the answer is lost: ``[DONE]`` has arrived)."""
 
 
 class UpstreamError(Exception):
@@ -250,11 +254,11 @@ class Reply:
             rest, self._rest = self._rest, b""
             yield rest.rstrip(b"\r").decode("utf-8", "replace")
 
-    async def drain(self, limit_s: float) -> None:
+    async def drain(self) -> None:
         """Read what is left of the body (after ``[DONE]``: normally only the last chunk, already on its way), for at
-        most ``limit_s`` seconds, so the connection can be reused; on any failure it is simply not reused."""
+        most the pool's ``drain_s``, so the connection can be reused; on any failure it is simply not reused."""
         try:
-            async with asyncio.timeout(limit_s):
+            async with asyncio.timeout(self._pool.drain_s):
                 while await self.piece():
                     pass
         except (TimeoutError, UpstreamError):
@@ -278,9 +282,17 @@ class Http1Pool:
         base_url: the upstream's API root (``http://127.0.0.1:8000/v1``).
         timeout_s: the limit for connecting and for each wait for more of the answer.
         headers: headers sent with every request (the upstream's key).
+        drain_s: how long the rest of a stream is read after ``[DONE]`` (``DRAIN_S``).
     """
 
-    def __init__(self, base_url: str, *, timeout_s: float, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float,
+        headers: Mapping[str, str] | None = None,
+        drain_s: float = DRAIN_S,
+    ) -> None:
         url = urlsplit(base_url)
         if url.scheme != "http" or not url.hostname:
             raise ValueError(f"{base_url!r} is not an http:// URL")
@@ -288,6 +300,7 @@ class Http1Pool:
         self.port = url.port or 80
         self.prefix = url.path.rstrip("/")
         self.timeout_s = timeout_s
+        self.drain_s = drain_s
         lines = [f"Host: {url.netloc}", "Accept: */*", "Content-Type: application/json"]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items() if k.lower() not in ("host", "content-type")]
         self._head = "\r\n".join(lines).encode("latin-1")

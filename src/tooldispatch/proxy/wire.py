@@ -26,12 +26,7 @@ from tooldispatch.backends.dialects import StreamNormalizer, response_events
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
 from tooldispatch.errors import ProviderError
-from tooldispatch.proxy.http1 import Http1Pool, Reply, UpstreamError, UpstreamTimeout
-
-DRAIN_S = 1.0
-"""How long the rest of a stream is read after ``[DONE]`` (normally only the body's last chunk, already on its
-way), so that its connection can take the next request; an upstream slower than that gets the connection closed
-(nothing of the answer is lost: ``[DONE]`` has arrived)."""
+from tooldispatch.proxy.http1 import DRAIN_S, Http1Pool, Reply, UpstreamError, UpstreamTimeout
 
 
 def error_context(backend: OpenAICompatBackend) -> ErrorContext:
@@ -125,10 +120,10 @@ class _HttpxReply:
         except httpx2.HTTPError as exc:
             raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
 
-    async def drain(self, limit_s: float) -> None:
-        """Read the rest of the stream, for at most ``limit_s`` seconds (so the connection can be reused)."""
+    async def drain(self) -> None:
+        """Read the rest of the stream, for at most ``DRAIN_S`` seconds (so the connection can be reused)."""
         try:
-            async with asyncio.timeout(limit_s):
+            async with asyncio.timeout(DRAIN_S):
                 async for _ in self.lines():
                     pass
         except (TimeoutError, UpstreamError):
@@ -193,7 +188,7 @@ async def wire_events(
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
-                await reply.drain(DRAIN_S)
+                await reply.drain()
                 break
             try:
                 chunk = json.loads(data)
