@@ -65,6 +65,14 @@ EXPECTED_CALL = ("get_weather", {"city": "Paris", "unit": "celsius"})
 BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS}
 
 
+CHUNK_GAP_MS = 1.0
+"""The scripted upstream's pause between streamed chunks, as a model's decoding step would make it (1 ms: faster
+than any real model). Without it, the upstream writes its ~90 chunks in one burst of a few milliseconds of CPU,
+and on a machine with fewer free cores than the three processes, the client's first read waits for a core
+while the upstream writes that burst and the proxy reads it: the time to first token then measures the run
+queue, not the proxy. ``--chunk-gap-ms 0`` measures that burst anyway."""
+
+
 def bench_turn(body: Mapping[str, Any]) -> ScriptedTurn:
     """The upstream's answer: a short reasoning, prose, then one hermes call (about 90 chunks when streamed)."""
     return ScriptedTurn(reasoning="The user wants the weather.", content=f"{PROSE}\n{CALL}", chunk=4)
@@ -114,6 +122,7 @@ class ProxyBench:
         upstream_cpu_ms: the scripted upstream's CPU time per non-streamed request (it answers both paths, so
             this is per request it served): one HTTP server's work, the yardstick for the proxy's two hops.
         upstream_cpu_stream_ms: the same per streamed request.
+        chunk_gap_ms: the upstream's pause between streamed chunks.
         soak: the soak, when one ran.
     """
 
@@ -130,6 +139,7 @@ class ProxyBench:
     proxy_cpu_stream_ms: float = float("nan")
     upstream_cpu_ms: float = float("nan")
     upstream_cpu_stream_ms: float = float("nan")
+    chunk_gap_ms: float = CHUNK_GAP_MS
     soak: SoakResult | None = None
 
     @staticmethod
@@ -499,9 +509,12 @@ def run_bench(
     streams: int = 64,
     soak_s: float = 60.0,
     loop: str = "auto",
+    chunk_gap_ms: float = CHUNK_GAP_MS,
     progress: Callable[[str], None] | None = None,
 ) -> ProxyBench:
     """Start the upstream and the proxy, measure both paths side by side, then soak the proxy.
+
+    ``chunk_gap_ms`` is the upstream's pause between streamed chunks (``CHUNK_GAP_MS``).
 
     Raises:
         BackendUnavailable: the upstream or the proxy did not start.
@@ -513,6 +526,7 @@ def run_bench(
         upstream_url, proxy_url = f"http://127.0.0.1:{up_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"
         python = sys.executable
         upstream_argv = [python, "-m", "tooldispatch.bench.proxy", "upstream", "--port", str(up_port)]
+        upstream_argv += ["--chunk-gap-ms", str(chunk_gap_ms)]
         proxy_argv = [
             python, "-m", "tooldispatch", "proxy", "--base-url", upstream_url, "--dialect", "llama-server",
             "--served-model", "scripted", "--port", str(proxy_port), "--store", str(folder / "state.db"),
@@ -524,6 +538,7 @@ def run_bench(
             _process(proxy_argv, f"http://127.0.0.1:{proxy_port}/health", "proxy", folder / "proxy.log") as proxy,
         ):
             bench = _measure(upstream_url, proxy_url, requests, say, proxy.pid, up.pid)
+            bench.chunk_gap_ms = chunk_gap_ms
             if soak_s > 0 and streams > 0:
                 bench.soak = asyncio.run(_soak(proxy_url, proxy.pid, streams, soak_s, say))
     return bench
@@ -534,7 +549,8 @@ def print_report(bench: ProxyBench, console: Any) -> None:
     from rich.table import Table
 
     table = Table(
-        title=f"proxy against the same scripted upstream called directly ({bench.requests} requests per path)"
+        title=f"proxy against the same scripted upstream called directly ({bench.requests} requests per path; "
+        f"{bench.chunk_gap_ms:g} ms between streamed chunks)"
     )
     for column in ("measure", "direct p50", "proxied p50", "added", "target"):
         table.add_column(column, justify="left" if column == "measure" else "right")
@@ -586,23 +602,24 @@ def print_report(bench: ProxyBench, console: Any) -> None:
         console.print(f"  {error}")
 
 
-def _serve_upstream(port: int) -> None:
+def _serve_upstream(port: int, chunk_gap_ms: float) -> None:
     import uvicorn
 
     from tooldispatch.proxy.scripted import ScriptedServer
 
-    server = ScriptedServer(bench_turn, keep_requests=False)
+    server = ScriptedServer(bench_turn, keep_requests=False, delay_s=chunk_gap_ms / 1000)
     uvicorn.run(server.app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m tooldispatch.bench.proxy upstream --port N``: the scripted upstream of this benchmark."""
+    """``python -m tooldispatch.bench.proxy upstream --port N [--chunk-gap-ms MS]``: the benchmark's upstream."""
     parser = argparse.ArgumentParser(prog="python -m tooldispatch.bench.proxy")
     parser.add_argument("role", choices=["upstream"])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--chunk-gap-ms", type=float, default=CHUNK_GAP_MS)
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    _serve_upstream(args.port)
+    _serve_upstream(args.port, args.chunk_gap_ms)
 
 
 if __name__ == "__main__":
