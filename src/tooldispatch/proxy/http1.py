@@ -137,7 +137,9 @@ class Reply:
         self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         length = headers.get("content-length")
         self._left: int | None = None  # bytes of the body still to come (Content-Length framing)
-        if not self._chunked and length is not None:
+        if status in (204, 304) or status < 200:  # answers without a body (RFC 9112, 6.3)
+            self._chunked, self._left = False, 0
+        elif not self._chunked and length is not None:
             try:
                 self._left = int(length)
             except ValueError as exc:

@@ -120,6 +120,19 @@ async def test_body_framed_by_the_connection_end_is_read_and_not_reused() -> Non
         assert pool.idle == []
 
 
+async def test_no_content_answer_has_no_body_and_keeps_the_connection() -> None:
+    """A 204 answer is read as an empty body without waiting for the connection to end, and the connection is
+    reused."""
+    answers = [[b"HTTP/1.1 204 No Content\r\n\r\n"], [head("content-length: 2\r\n") + b"ok"]]
+    async with raw_server(answers) as (server, url):
+        pool = Http1Pool(url, timeout_s=5)
+        reply = await pool.post("/chat/completions", b"{}")
+        assert (reply.status, await reply.read()) == (204, b"")
+        assert await (await pool.post("/chat/completions", b"{}")).read() == b"ok"
+        assert server.connections == 1
+        await pool.aclose()
+
+
 async def test_request_is_sent_whole_with_its_headers() -> None:
     """The request line, the pool's headers and the body arrive as one well-formed POST."""
     async with raw_server([[head("content-length: 0\r\n")]]) as (server, url):
