@@ -52,9 +52,10 @@ class SseResponse:
     after (a model reasoning, a call being held); this one watches for it while waiting.
     """
 
-    def __init__(self, head: bytes, body: AsyncIterator[bytes], on_close: Callable[[bool], None]) -> None:
+    def __init__(self, head: bytes, body: AsyncIterator[bytes], on_close: Callable[[bool], Awaitable[None]]) -> None:
         """Send ``head`` (what is ready when the response starts) at once, then stream ``body``;
-        ``on_close(disconnected)`` runs once the stream has ended either way."""
+        ``on_close(disconnected)`` is awaited once the stream has ended either way (also when ``body`` never
+        started, so it must release what ``body`` would have)."""
         self.head = head
         self.body = body
         self.on_close = on_close
@@ -86,7 +87,7 @@ class SseResponse:
             aclose = getattr(self.body, "aclose", None)
             if aclose is not None:
                 await aclose()
-            self.on_close(disconnected)
+            await self.on_close(disconnected)
         if not disconnected:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -264,7 +265,8 @@ class Proxy:
                 with anyio.CancelScope(shield=True):
                     await events.aclose()  # type: ignore[attr-defined]
 
-        def closed(disconnected: bool) -> None:
+        async def closed(disconnected: bool) -> None:
+            await events.aclose()  # type: ignore[attr-defined]  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             if self.record:
@@ -343,7 +345,8 @@ class Proxy:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
 
-        def closed(disconnected: bool) -> None:
+        async def closed(disconnected: bool) -> None:
+            await response.aclose()  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             self._count(stats, started)

@@ -14,8 +14,8 @@ WEATHER: dict[str, Any] = {
 }
 
 
-async def _call(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run one request through the ASGI app; every message it sends, in order."""
+async def _call(app: Any, body: dict[str, Any], send: Any = None) -> list[dict[str, Any]]:
+    """Run one request through the ASGI app; every message it sends, in order (or each given to ``send``)."""
     data = json.dumps(body).encode()
     scope = {
         "type": "http",
@@ -42,10 +42,10 @@ async def _call(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    async def send(message: dict[str, Any]) -> None:
+    async def record(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    await app(scope, receive, send)
+    await app(scope, receive, send or record)
     return sent
 
 
@@ -86,3 +86,31 @@ async def test_each_later_event_is_one_write() -> None:
     deltas = [[e["choices"][0]["delta"] for e in _events(b) if e.get("choices")] for b in bodies]
     assert deltas[0] == [{"role": "assistant", "content": ""}, {"content": "abc"}]
     assert deltas[1:3] == [[{"content": "def"}], [{"content": "ghi"}]]
+
+
+async def test_client_gone_before_the_first_write_still_closes_the_upstream_stream() -> None:
+    """When writing the first chunks fails (the client went away), the upstream turn is closed all the same."""
+    closed: list[bool] = []
+
+    class Tracked(ScriptedBackend):
+        async def stream(self, request: Any) -> Any:
+            try:
+                async for event in super().stream(request):
+                    yield event
+            finally:
+                closed.append(True)
+
+    backend = Tracked([ScriptedTurn(content="abcdefghi", chunk=3)])
+    upstream = Upstream(backend=backend, model="s", label="s", quant="q", mode="in-process")
+    app = build_app(Proxy(upstream, Limits()))
+    body = {"model": "s", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER], "stream": True}
+    sent: list[dict[str, Any]] = []
+
+    async def failing(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            raise OSError("the client went away")
+        sent.append(message)
+
+    await _call(app, body, send=failing)
+    assert [m["type"] for m in sent] == ["http.response.start"]
+    assert closed == [True]
