@@ -208,6 +208,14 @@ def bench_proxy(
     streams: Annotated[int, typer.Option(help="Concurrent streams of the soak.")] = 64,
     soak_s: Annotated[float, typer.Option("--soak-s", help="Seconds of the soak (0: none).")] = 60.0,
     loop: Annotated[str, typer.Option("--loop", help="The proxy's event loop: auto, asyncio or uvloop.")] = "auto",
+    chunk_gap_ms: Annotated[
+        float,
+        typer.Option(
+            "--chunk-gap-ms",
+            min=0,
+            help="The scripted upstream's pause between streamed chunks, as a model's decoding step (0: one burst).",
+        ),
+    ] = 1.0,
 ) -> None:
     """Added latency and time to first token of the proxy against the same scripted upstream called directly,
     side by side in one run; then concurrent streams through the proxy, checked for loss, corruption and memory."""
@@ -217,7 +225,14 @@ def bench_proxy(
 
     console = Console(soft_wrap=True)
     try:
-        report = run_bench(requests=requests, streams=streams, soak_s=soak_s, loop=loop, progress=console.log)
+        report = run_bench(
+            requests=requests,
+            streams=streams,
+            soak_s=soak_s,
+            loop=loop,
+            chunk_gap_ms=chunk_gap_ms,
+            progress=console.log,
+        )
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     print_report(report, console)

@@ -52,8 +52,11 @@ class SseResponse:
     after (a model reasoning, a call being held); this one watches for it while waiting.
     """
 
-    def __init__(self, body: AsyncIterator[bytes], on_close: Callable[[bool], None]) -> None:
-        """Stream ``body``; ``on_close(disconnected)`` runs once the stream has ended either way."""
+    def __init__(self, head: bytes, body: AsyncIterator[bytes], on_close: Callable[[bool], Awaitable[None]]) -> None:
+        """Send ``head`` (what is ready when the response starts) at once, then stream ``body``;
+        ``on_close(disconnected)`` is awaited once the stream has ended either way (also when ``body`` never
+        started, so it must release what ``body`` would have)."""
+        self.head = head
         self.body = body
         self.on_close = on_close
 
@@ -71,8 +74,10 @@ class SseResponse:
                         group.cancel_scope.cancel()
                         return
 
-            group.start_soon(watch)
             try:
+                if self.head:  # before the watcher starts: the first token does not wait for it
+                    await send({"type": "http.response.body", "body": self.head, "more_body": True})
+                group.start_soon(watch)
                 async for chunk in self.body:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except OSError:
@@ -82,7 +87,7 @@ class SseResponse:
             aclose = getattr(self.body, "aclose", None)
             if aclose is not None:
                 await aclose()
-            self.on_close(disconnected)
+            await self.on_close(disconnected)
         if not disconnected:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -216,7 +221,9 @@ class Proxy:
     async def _stream(self, request: ProxyRequest, stats: RequestStats, started: float) -> SseResponse:
         """Start the upstream turn; errors before its first event are answered with their own status.
 
-        The request goes out first; the stream's parser is built while the upstream works on it.
+        The request goes out first; the stream's parser is built while the upstream works on it. The opening
+        chunk and what the first event completes go out together, as soon as that event arrives; after that,
+        what each event completes goes out in one write.
         """
         events = self.upstream.events(self.upstream.prepare(request), stream=True)
         iterator = events.__aiter__()
@@ -224,9 +231,12 @@ class Proxy:
         await asyncio.sleep(0)  # let the request go out before the parser is built
         try:
             turn = SseTurn(request, self.upstream.model, stats, record=self.record)
-            first: Event | None = await pending
-        except StopAsyncIteration:
-            first = None
+            try:
+                first: Event | None = await pending
+            except StopAsyncIteration:
+                first = None
+            head = turn.opening() + (b"".join(turn.feed(first)) if first is not None else b"")
+            stats.first_token_s = time.monotonic() - started
         except BaseException:
             pending.cancel()
             with anyio.CancelScope(shield=True):
@@ -237,16 +247,11 @@ class Proxy:
 
         async def body() -> AsyncIterator[bytes]:
             try:
-                yield turn.opening()
-                stats.first_token_s = time.monotonic() - started
                 if first is not None:
-                    for chunk in turn.feed(first):
-                        yield chunk
                     async for event in iterator:
-                        for chunk in turn.feed(event):
-                            yield chunk
-                for chunk in turn.close():
-                    yield chunk
+                        if out := turn.feed(event):
+                            yield b"".join(out)
+                yield b"".join(turn.close())
             except Exception as exc:
                 if isinstance(exc, TooldispatchError):
                     err = from_backend(exc)
@@ -260,14 +265,15 @@ class Proxy:
                 with anyio.CancelScope(shield=True):
                     await events.aclose()  # type: ignore[attr-defined]
 
-        def closed(disconnected: bool) -> None:
+        async def closed(disconnected: bool) -> None:
+            await events.aclose()  # type: ignore[attr-defined]  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             if self.record:
                 stats.record = record_json(request.body, turn.raw_output(), turn.answer())
             self._count(stats, started)
 
-        return SseResponse(body(), closed)
+        return SseResponse(head, body(), closed)
 
     async def _forward(
         self, request: ProxyRequest, raw: bytes, stats: RequestStats, started: float
@@ -339,12 +345,13 @@ class Proxy:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
 
-        def closed(disconnected: bool) -> None:
+        async def closed(disconnected: bool) -> None:
+            await response.aclose()  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             self._count(stats, started)
 
-        return SseResponse(body(), closed)
+        return SseResponse(b"", body(), closed)
 
     async def models(self, request: Request) -> Response:
         """``GET /v1/models``: the one model this proxy serves."""
