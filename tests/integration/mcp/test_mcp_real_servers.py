@@ -39,6 +39,22 @@ def time_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mcp
     dispatcher.close()
 
 
+def test_a_registry_built_from_pins_offers_the_tools_in_the_servers_order(tmp_path: Path) -> None:
+    """A later run that builds its registry from the stored pins (no server started) offers the tools in the order
+    the server listed them, as the first run did."""
+    need("mcp_server_time")
+    command = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    configs = parse_config({"mcpServers": {"time": command}}, origin="mcp.json")
+    store = Store(tmp_path / "state.db")
+    with McpServers(configs, store=store, log_dir=tmp_path / "logs") as first:
+        listed = [tool.name for tool in first.servers["time"].connection.listing]
+        offered_first = first.servers["time"].registry.names
+    with McpServers(configs, store=store, log_dir=tmp_path / "logs") as later:
+        assert later.servers["time"].connection.starts == 0
+        assert later.servers["time"].registry.names == offered_first == listed == ["get_current_time", "convert_time"]
+    store.close()
+
+
 def test_time_tools_come_with_their_schema_and_trusted_metadata(time_servers: tuple[McpServers, Dispatcher]) -> None:
     """inputSchema is the schema; a trusted readOnlyHint makes the tool read-only, and the lowering is said."""
     servers, dispatcher = time_servers
