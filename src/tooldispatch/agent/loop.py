@@ -80,10 +80,12 @@ class RunEnded:
 AgentEvent = TurnStarted | ModelStreamed | TurnParsed | CallDispatched | RunEnded
 Observer = Callable[[AgentEvent], None]
 
-DEFAULT_SYSTEM = (
+GENERIC_SYSTEM = (
     "You are an assistant that completes tasks by calling the tools provided. Call a tool when you need "
     "information or need to act; when the task is done, answer in plain text without a tool call."
 )
+"""A generic instruction, the agent's default system prompt until the model's own replaced it; the benchmark suites
+still pass it, so their runs stay comparable with earlier ones."""
 
 
 def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict[str, Any]:
@@ -142,7 +144,10 @@ class Agent:
         repair: repair strength for the parser; by default ``bounded`` for read-only tools and
             ``lossless`` for side-effecting ones, from the registry's metadata.
         budget: turns, tokens and wall time.
-        system_prompt: the system message (``None`` for none).
+        system_prompt: the system message. ``None`` (the default) sends none, so the model's chat template writes
+            its own default (Qwen2.5's "You are Qwen, created by Alibaba Cloud. ..."), the one its tool-use
+            training put before the tool block; a generic replacement moved small models to the wrong tool (see
+            the agent section of ``docs/architecture.md``).
         max_tokens: completion budget per turn.
         constrained: ask the backend for grammar-constrained decoding.
         tool_choice: ``auto`` (the model calls a tool or answers; under ``constrained`` a call, once
@@ -177,7 +182,7 @@ class Agent:
         tools: Sequence[ToolSpec] | None = None,
         repair: RepairSpec | None = None,
         budget: Budget | None = None,
-        system_prompt: str | None = DEFAULT_SYSTEM,
+        system_prompt: str | None = None,
         max_tokens: int = 512,
         constrained: bool = False,
         tool_choice: str = "auto",

@@ -641,6 +641,7 @@ def agent_overhead(
         ConfigError: no demo task has ``task_id``.
     """
     from tooldispatch.agent import Agent, Budget
+    from tooldispatch.agent.loop import GENERIC_SYSTEM
     from tooldispatch.dispatch import Dispatcher
     from tooldispatch.errors import ConfigError
     from tooldispatch.tools.demo import DemoWorld, build_registry, demo_tasks
@@ -667,6 +668,7 @@ def agent_overhead(
                     constrained=constrained,
                     # Constrained runs measure the loop with a call on every turn.
                     tool_choice="required" if constrained else "auto",
+                    system_prompt=GENERIC_SYSTEM,
                 )
                 result = agent.run(task.prompt)
         finally:

@@ -46,6 +46,7 @@ async def run_task(
 ) -> dict[str, Any]:
     """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls)."""
     from tooldispatch.agent import Agent, Budget
+    from tooldispatch.agent.loop import GENERIC_SYSTEM
     from tooldispatch.dispatch import Dispatcher
     from tooldispatch.tools.demo import DemoWorld, build_registry
 
@@ -60,6 +61,7 @@ async def run_task(
         max_tokens=options.max_tokens,
         constrained=constrained,
         tool_choice=tool_choice,
+        system_prompt=GENERIC_SYSTEM,
     )
     run = await agent.arun(task.prompt)
     buckets: Counter[str] = Counter()

@@ -1,6 +1,6 @@
 """Run one attempt of a tool under its timer, which starts when the tool is invoked.
 
-- ``async def`` tools run on the loop and are cancelled at the deadline.
+- ``async def`` tools run on the loop, in the calling task, and are cancelled at the deadline.
 - Sync tools run in a worker thread of their own tool's small pool, so a tool whose calls hang holds at
   most its own threads and never starves the others. Python cannot stop a thread, so a timed-out one is
   abandoned, recorded as possibly still running, and counted until it ends. A call that finds every
@@ -528,7 +528,10 @@ class Executor:
         if tool.is_async:
             start = self._monotonic()
             try:
-                value = await asyncio.wait_for(_contained(tool.fn(**args)), tool.timeout_s)
+                # In the caller's task, not a task of its own as ``wait_for`` would start: two loop turns fewer,
+                # and the caller resumes as soon as the tool returns, before whatever else the loop has ready.
+                async with asyncio.timeout(tool.timeout_s):
+                    value = await _contained(tool.fn(**args))
             except TimeoutError:
                 return Attempt(timed_out=True, elapsed_s=self._monotonic() - start)
             except Exception as exc:

@@ -95,6 +95,8 @@ class Connection:
             ToolError: the server could not be started or initialized, or is still starting after ``wait_s``
                 (``before_execution``: nothing ran).
         """
+        if self._client is not None and self._healthy():
+            return self._client  # up: nothing to start, so no lock (the check and the return share one loop turn)
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:

@@ -141,8 +141,10 @@ class McpServers:
     def _check(self, server: ServerTools, listing: list[Any]) -> None:
         """Compare a fresh listing with the pins; block changed tools (runs on every start)."""
         now = time.time()
-        for tool in listing:
-            verdict = self.pins.check(server.config.name, definition_of(tool), now)
+        for i, tool in enumerate(listing):
+            # One listing's new pins are stamped a microsecond apart, in the server's order: a later run that builds
+            # the registry from the pins (ordered by first_seen) offers the tools in that order, as the model saw them.
+            verdict = self.pins.check(server.config.name, definition_of(tool), now + i * 1e-6)
             if verdict.status == "changed":
                 if tool.name not in server.blocked:
                     findings = scan_tool(tool.description or "", tool.input_schema)

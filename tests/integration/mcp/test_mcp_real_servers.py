@@ -39,6 +39,22 @@ def time_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mcp
     dispatcher.close()
 
 
+def test_a_registry_built_from_pins_offers_the_tools_in_the_servers_order(tmp_path: Path) -> None:
+    """A later run that builds its registry from the stored pins (no server started) offers the tools in the order
+    the server listed them, as the first run did."""
+    need("mcp_server_time")
+    command = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    configs = parse_config({"mcpServers": {"time": command}}, origin="mcp.json")
+    store = Store(tmp_path / "state.db")
+    with McpServers(configs, store=store, log_dir=tmp_path / "logs") as first:
+        listed = [tool.name for tool in first.servers["time"].connection.listing]
+        offered_first = first.servers["time"].registry.names
+    with McpServers(configs, store=store, log_dir=tmp_path / "logs") as later:
+        assert later.servers["time"].connection.starts == 0
+        assert later.servers["time"].registry.names == offered_first == listed == ["get_current_time", "convert_time"]
+    store.close()
+
+
 def test_time_tools_come_with_their_schema_and_trusted_metadata(time_servers: tuple[McpServers, Dispatcher]) -> None:
     """inputSchema is the schema; a trusted readOnlyHint makes the tool read-only, and the lowering is said."""
     servers, dispatcher = time_servers
@@ -159,14 +175,27 @@ def test_an_agent_calls_mcp_server_time_through_the_loop(time_servers: tuple[Mcp
 
 
 def test_the_mcp_bench_row_compares_each_path_with_the_sdk_called_from_the_same_place() -> None:
-    """The benchmark's two rows each time their own SDK baseline: on the connection's loop, and from a thread."""
+    """The benchmark's two rows each time their own SDK baseline (on the connection's loop, and from a thread), as
+    whole calls and as the time left outside each call's own SDK call_tool."""
     need("mcp_server_time")
     from tooldispatch.bench.dispatch import run_mcp_overhead
 
     result = run_mcp_overhead(iterations=50, block=25)
-    assert (result.in_loop.bare.name, result.sync.bare.name) == (
+    assert (result.in_loop.wall.bare.name, result.sync.wall.bare.name) == (
         "SDK call_tool on the connection's loop",
         "SDK call_tool from another thread",
     )
-    assert [o.dispatched.n for o in (result.in_loop, result.sync)] == [50, 50]
-    assert [o.bare.n for o in (result.in_loop, result.sync)] == [50, 50]
+    assert (result.in_loop.outside.dispatched.name, result.sync.outside.dispatched.name) == (
+        "adispatch on the connection's loop, outside call_tool",
+        "dispatch() from another thread, outside call_tool",
+    )
+    paths = (result.in_loop, result.sync)
+    assert [t.n for p in paths for t in (p.wall.bare, p.wall.dispatched, p.outside.bare, p.outside.dispatched)] == [
+        50
+    ] * 8
+    # Each call's SDK time is taken out of it, so what is left is below the whole call, variant by variant.
+    assert all(
+        o.median_us < w.median_us
+        for p in paths
+        for o, w in ((p.outside.bare, p.wall.bare), (p.outside.dispatched, p.wall.dispatched))
+    )

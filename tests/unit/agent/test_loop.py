@@ -68,6 +68,20 @@ def test_plain_answer_ends_the_run() -> None:
     assert run.tool_runs == ()
 
 
+def test_no_system_message_by_default_and_a_given_one_comes_first() -> None:
+    """By default the agent sends no system message (the model's template writes its own); a given system prompt
+    is the first message, before the task."""
+    default = ScriptedBackend([ScriptedTurn(content="ok")])
+    Agent(backend=default, dispatcher=Dispatcher(_registry([]))).run("Weather?")
+    given = ScriptedBackend([ScriptedTurn(content="ok")])
+    Agent(backend=given, dispatcher=Dispatcher(_registry([])), system_prompt="Be brief.").run("Weather?")
+    assert [dict(m) for m in default.requests[0].messages] == [{"role": "user", "content": "Weather?"}]
+    assert [dict(m) for m in given.requests[0].messages] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+    ]
+
+
 def test_call_is_dispatched_and_result_sent_back() -> None:
     """A parsed call runs through the dispatcher and its result goes back as a tool message."""
     calls: list[dict[str, Any]] = []

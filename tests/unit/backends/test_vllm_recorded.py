@@ -131,7 +131,13 @@ def test_agent_sends_the_recovered_call_back_as_tool_calls_with_matching_ids(wir
     backend = OpenAICompatBackend(
         base_url=wire_server.url, model="qwen2.5-coder-0.5b-instruct", dialect="vllm", parse="server"
     )
-    agent = Agent(backend=backend, registry=build_registry(DemoWorld.seed()), budget=Budget(max_turns=2))
+    recorded_system = turn1["request"]["messages"][0]["content"]  # the agent's system prompt when it was recorded
+    agent = Agent(
+        backend=backend,
+        registry=build_registry(DemoWorld.seed()),
+        budget=Budget(max_turns=2),
+        system_prompt=recorded_system,
+    )
     run = agent.run("Which drivers are in zone north?")
     assert wire_server.requests[0]["messages"] == turn1["request"]["messages"]
     sent = json.loads(json.dumps(wire_server.requests[1]["messages"]))

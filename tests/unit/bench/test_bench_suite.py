@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+from tooldispatch.agent.loop import GENERIC_SYSTEM
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench.corpus import Cell
 from tooldispatch.bench.results_db import ResultsDB
@@ -24,7 +25,8 @@ def _tasks(*ids: str) -> list[object]:
 
 
 def test_suite_scores_by_final_world_state_and_resumes(tmp_path: Path) -> None:
-    """A task done right passes, a wrong side effect fails, and a rerun runs nothing again."""
+    """A task done right passes, a wrong side effect fails, a rerun runs nothing again, and every turn carries the
+    suite's generic system prompt."""
     tasks = _tasks("message-delay", "count-pending-south")
     script = [
         ScriptedTurn(content=MESSAGE),
@@ -43,6 +45,8 @@ def test_suite_scores_by_final_world_state_and_resumes(tmp_path: Path) -> None:
     assert cell.buckets == {"ok_strict": 2}
     again = asyncio.run(run_suite([target], tasks, db, SuiteOptions(max_turns=3)))
     assert (again, len(backend.requests)) == (0, 4)
+    # The suite still sends the generic system prompt it was run with before the agent's default changed.
+    assert {r.messages[0]["content"] for r in backend.requests} == {GENERIC_SYSTEM}
     table = render_suite([cell])
     assert "| m@Q4_1 | 50.0 % " in table
     constrained = Cell(backend="scripted", model="m", quant="Q4_1", constrained=True).key

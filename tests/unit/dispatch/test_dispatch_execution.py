@@ -89,6 +89,47 @@ def test_async_timeout_cancels_the_tool() -> None:
     assert (r.reason, r.trace.possibly_running, seen) == ("timeout", False, ["cancelled"])
 
 
+def test_an_async_tool_runs_in_the_dispatching_task_and_a_caller_cancel_stays_a_cancel() -> None:
+    """An async tool runs in the task that dispatched it (no task of its own); cancelling that task cancels the
+    tool and reaches the caller as a cancellation, not as the tool's timeout."""
+    ran_in: list[asyncio.Task[Any] | None] = []
+    seen: list[str] = []
+
+    async def where() -> dict[str, int]:
+        ran_in.append(asyncio.current_task())
+        return {}
+
+    started: list[int] = []
+
+    async def hang() -> dict[str, int]:
+        started.append(1)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return {}
+
+    reg = Registry()
+    reg.register("where", where, read_only=True)
+    reg.register("hang", hang, read_only=True, timeout_s=10, max_attempts=1)
+    d = Dispatcher(reg)
+
+    async def main() -> tuple[Any, Any]:
+        first = await d.adispatch("where", {})
+        task = asyncio.create_task(d.adispatch("hang", {}))
+        while not started:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return asyncio.current_task(), first
+
+    mine, first = asyncio.run(main())
+    assert (first.status, ran_in, seen) == ("ok", [mine], ["cancelled"])
+    d.close()
+
+
 def test_side_effecting_timeout_is_not_retried_and_outcome_unknown() -> None:
     """A side-effecting timeout runs once, is not retried, and a repeat is a conflict (outcome unknown)."""
     release = threading.Event()
