@@ -81,14 +81,14 @@ def serve(
     except KeyboardInterrupt:
         stop_server(process)
         raise typer.Exit(130) from None
-    console.print(
-        f"[green]ready[/green] on {plan.base_url} after {took:.1f} s (pid {process.pid}). Point the agent at it:"
-    )
-    if port is None and host is None:
-        console.print(f'  tooldispatch run "TASK" --profile {prof.name}')
-    console.print(f'  tooldispatch run "TASK" --profile {prof.name} --base-url {plan.base_url}')
-    console.print("Press Ctrl+C to stop the server.")
-    try:
+    try:  # Ctrl+C from the moment the server is up, even while these lines print, stops it
+        console.print(
+            f"[green]ready[/green] on {plan.base_url} after {took:.1f} s (pid {process.pid}). Point the agent at it:"
+        )
+        if port is None and host is None:
+            console.print(f'  tooldispatch run "TASK" --profile {prof.name}')
+        console.print(f'  tooldispatch run "TASK" --profile {prof.name} --base-url {plan.base_url}')
+        console.print("Press Ctrl+C to stop the server.")
         code = process.wait()
     except KeyboardInterrupt:
         stop_server(process)
