@@ -26,7 +26,15 @@ def test_serve_launches_waits_and_stops(smollm2_path: Path, tmp_path: Path) -> N
         sys.executable, "-m", "tooldispatch", "serve", "--profile", "local-llama-cpp-python",
         "--port", str(port), "--model-path", str(smollm2_path), "--log", str(tmp_path / "server.log"),
     ]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A shell's background job has SIGINT ignored and its children inherit that; a user's Ctrl+C reaches a
+    # foreground command with the default disposition, which the child gets here whatever launched pytest.
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: list[str] = []
     try:
         assert proc.stdout is not None
