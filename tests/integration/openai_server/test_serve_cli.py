@@ -16,6 +16,13 @@ from tooldispatch.profiles import models_answer
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
+def _foreground_sigint() -> None:
+    """SIGINT as a foreground command gets it: default disposition, not blocked. A child inherits an ignored or
+    blocked SIGINT from whatever launched pytest (a shell's background job ignores it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_serve_launches_waits_and_stops(smollm2_path: Path, tmp_path: Path) -> None:
     """serve prints the ready line with the run commands, the server answers, and SIGINT stops it cleanly."""
     with socket.socket() as sock:
@@ -26,14 +33,12 @@ def test_serve_launches_waits_and_stops(smollm2_path: Path, tmp_path: Path) -> N
         sys.executable, "-m", "tooldispatch", "serve", "--profile", "local-llama-cpp-python",
         "--port", str(port), "--model-path", str(smollm2_path), "--log", str(tmp_path / "server.log"),
     ]  # fmt: skip
-    # A shell's background job has SIGINT ignored and its children inherit that; a user's Ctrl+C reaches a
-    # foreground command with the default disposition, which the child gets here whatever launched pytest.
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=_foreground_sigint,
     )
     lines: list[str] = []
     try:
