@@ -88,6 +88,20 @@ GENERIC_SYSTEM = (
 still pass it, so their runs stay comparable with earlier ones."""
 
 
+ANSWER_TOOL = ToolSpec(
+    name="final_answer",
+    description="Give the final answer to the user's question. Call it once the tool results answer the question.",
+    parameters={
+        "type": "object",
+        "properties": {"answer": {"type": "string", "description": "The answer to the user's question."}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    },
+)
+"""The agent's own tool with ``answer_tool=True``: a call to it is the run's final answer (its ``answer``), never
+dispatched. Small models that keep calling tools after the result they needed often call it instead."""
+
+
 def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict[str, Any]:
     """The assistant turn as the history keeps it: the text that is not a call, and the calls as ``tool_calls``.
 
@@ -107,6 +121,11 @@ def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict
             for i, call in enumerate(calls)
         ]
     return message
+
+
+def _tool_message(run: ToolRun) -> dict[str, Any]:
+    """The ``tool`` message that answers one dispatched call."""
+    return {"role": "tool", "tool_call_id": run.call.id, "name": run.call.name, "content": tool_answer(run.result)}
 
 
 def _new_call_id() -> str:
@@ -170,6 +189,10 @@ class Agent:
             is told which keys to leave out.
         temperature: sampling temperature of every model turn (0: greedy).
         seed: sampling seed of every model turn (``None``: the engine's own).
+        answer_tool: offer ``ANSWER_TOOL`` (``final_answer``) beside the tools. A turn that calls it ends the run
+            with its ``answer`` as the final answer; the calls written before it in that turn run, the calls after
+            it are refused (``after_final_answer``) and not run (a repeated ``final_answer`` is dropped). A plain-text
+            answer still ends the run as well.
     """
 
     def __init__(
@@ -196,6 +219,7 @@ class Agent:
         drop_extra_arguments: bool = False,
         temperature: float = 0.0,
         seed: int | None = 0,
+        answer_tool: bool = False,
     ) -> None:
         if dispatcher is None:
             if registry is None:
@@ -207,6 +231,13 @@ class Agent:
         self.dispatcher = dispatcher
         registry = dispatcher.registry
         self.tools: tuple[ToolSpec, ...] = tuple(tools) if tools is not None else tuple(registry.specs())
+        self.answer_tool = answer_tool
+        if answer_tool:
+            if any(t.name == ANSWER_TOOL.name for t in self.tools):
+                raise ConfigError(
+                    f"a tool named {ANSWER_TOOL.name!r} is already offered; rename it or turn the answer tool off"
+                )
+            self.tools += (ANSWER_TOOL,)
         self.repair: RepairSpec | None = repair  # None: each ToolSpec's own level (Registry.specs() fills it)
         self.budget = budget or Budget()
         self.system_prompt = system_prompt
@@ -274,12 +305,18 @@ class Agent:
             else None
         )
 
+        answered = False  # the calls after a final answer are not run, so none starts early
+
         async def observed() -> AsyncIterator[Event]:
+            nonlocal answered
             async for event in self.backend.stream(request):
                 self._emit(ModelStreamed(index, event))
                 if watcher is not None and isinstance(event, ContentDelta):
                     for ready in watcher.feed(event.text):
-                        if isinstance(ready, CallReady) and self._parallel_safe(ready.call.name):
+                        if not isinstance(ready, CallReady):
+                            continue
+                        answered = answered or (self.answer_tool and ready.call.name == ANSWER_TOOL.name)
+                        if not answered and self._parallel_safe(ready.call.name):
                             self._start_early(index, ready.call)
                 yield event
 
@@ -350,6 +387,31 @@ class Agent:
             if self.auto_refresh and result.reason == STALE_REASON:
                 result = await self._refresh_and_retry(index, call, result, runs)
             run = ToolRun(call=call, result=result, tool_s=float(result.trace.latencies.get("total", 0.0)))
+            self._emit(CallDispatched(index, run))
+            runs.append(run)
+        return tuple(runs)
+
+    def _answer_at(self, calls: Sequence[ToolCall]) -> int | None:
+        """The position of the turn's first call to the answer tool (``answer_tool``), or ``None``."""
+        if not self.answer_tool:
+            return None
+        return next((i for i, call in enumerate(calls) if call.name == ANSWER_TOOL.name), None)
+
+    def _refuse_after_answer(self, index: int, calls: Sequence[ToolCall]) -> tuple[ToolRun, ...]:
+        """Refuse, without running them, the calls a turn wrote after its final answer (each keeps a trace)."""
+        runs = []
+        for call in calls:
+            result = self.dispatcher.refuse(
+                call.name,
+                call.arguments,
+                reason="after_final_answer",
+                message=f"this call came after the {ANSWER_TOOL.name} call that ended the run; it was not run",
+                suggestion="make every call before giving the final answer",
+                session_id=self.session_id,
+                trigger=f"model_turn:{index}",
+                call_id=call.id,
+            )
+            run = ToolRun(call=call, result=result, tool_s=0.0)
             self._emit(CallDispatched(index, run))
             runs.append(run)
         return tuple(runs)
@@ -486,20 +548,25 @@ class Agent:
             previous = turns[-1].outcome if turns else None
             dropped, refused = self._answer_refusals(outcome, previous)
             calls = [*_unique_ids(outcome.calls), *dropped]
+            at = self._answer_at(calls)
+            if at is not None:
+                final = str(calls[at].arguments.get("answer", ""))
+                runs = await self._dispatch(index, calls[:at], completion, deadline) if at else ()
+                await self._drain_early()
+                if runs:
+                    messages.append(_assistant_message(outcome, calls[:at]))
+                    messages.extend(_tool_message(r) for r in runs if "auto_refresh" not in r.call.flags)
+                messages.append({"role": "assistant", "content": final})
+                later = [c for c in calls[at + 1 :] if c.name != ANSWER_TOOL.name]  # a repeated answer is no call
+                runs = (*runs, *self._refuse_after_answer(index, later))
+                turns.append(Turn(index, completion, outcome, runs))
+                end = "final_answer"
+                break
             if calls or refused:
                 messages.append(_assistant_message(outcome, [*calls, *(call for call, _ in refused)]))
                 runs = await self._dispatch(index, calls, completion, deadline) if calls else ()
-                for tool_run in runs:
-                    if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
-                        continue
-                    messages.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": tool_run.call.id,
-                            "name": tool_run.call.name,
-                            "content": tool_answer(tool_run.result),
-                        }
-                    )
+                # The dispatcher's own calls (auto_refresh) answer no call of the model's.
+                messages.extend(_tool_message(r) for r in runs if "auto_refresh" not in r.call.flags)
                 answers = [json.dumps(payload, ensure_ascii=False) for _, payload in refused]
                 for (call, _), answer in zip(refused, answers, strict=True):
                     messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": answer})

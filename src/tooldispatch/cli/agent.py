@@ -10,6 +10,7 @@ import typer
 
 from tooldispatch.cli.exits import HELP
 from tooldispatch.cli.options import (
+    AnswerToolOpt,
     ConstrainedOpt,
     JsonOpt,
     MaxTokensOpt,
@@ -102,6 +103,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         max_tokens: MaxTokensOpt = None,
         max_turns: MaxTurnsOpt = None,
         threads: ThreadsOpt = None,
+        answer_tool: AnswerToolOpt = None,
         store: StoreOpt = None,
         as_json: JsonOpt = False,
         transcript_file: TranscriptOpt = None,
@@ -127,6 +129,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 max_tokens=max_tokens,
                 max_turns=max_turns,
                 threads=threads,
+                answer_tool=answer_tool,
                 store=store,
             )
             with console.status("loading the model…"):

@@ -16,6 +16,7 @@ import typer
 
 from tooldispatch.cli.exits import HELP
 from tooldispatch.cli.options import (
+    AnswerToolOpt,
     ConstrainedOpt,
     JsonOpt,
     MaxTokensOpt,
@@ -128,6 +129,7 @@ def chat(
     max_tokens: MaxTokensOpt = None,
     max_turns: MaxTurnsOpt = None,
     threads: ThreadsOpt = None,
+    answer_tool: AnswerToolOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -152,6 +154,7 @@ def chat(
         "max_tokens": max_tokens,
         "max_turns": max_turns,
         "threads": threads,
+        "answer_tool": answer_tool,
         "store": store,
     }
     try:

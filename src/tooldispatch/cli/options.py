@@ -91,3 +91,11 @@ StoreOpt = Annotated[
         "else the per-user home's state.db (tooldispatch config path).",
     ),
 ]
+AnswerToolOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--answer-tool/--no-answer-tool",
+        help="Offer the agent's final_answer tool beside yours: a call to it is the run's answer (a model that "
+        "keeps calling tools after the result it needed often calls it instead). Default off.",
+    ),
+]

@@ -43,11 +43,22 @@ class Settings:
     max_tokens: int = 384
     max_turns: int = 6
     threads: int | None = None
+    answer_tool: bool = False
     store: str = ""
 
     def recorded(self) -> dict[str, Any]:
         """The settings kept with each run (``tooldispatch logs``)."""
-        keys = ("constrained", "tool_choice", "n_ctx", "temperature", "seed", "max_tokens", "max_turns", "threads")
+        keys = (
+            "constrained",
+            "tool_choice",
+            "n_ctx",
+            "temperature",
+            "seed",
+            "max_tokens",
+            "max_turns",
+            "threads",
+            "answer_tool",
+        )
         return {k: v for k, v in asdict(self).items() if k in keys}
 
 
@@ -74,6 +85,7 @@ def resolve(**given: Any) -> Settings:
         "max_tokens",
         "max_turns",
         "threads",
+        "answer_tool",
     ):
         value = given.get(name)
         if value is None:
@@ -206,6 +218,7 @@ class Session:
             session_id=self.session_id,
             temperature=s.temperature,
             seed=s.seed,
+            answer_tool=s.answer_tool,
             **kwargs,
         )
 

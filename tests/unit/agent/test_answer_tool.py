@@ -1,0 +1,127 @@
+"""The agent's answer tool (``answer_tool=True``): a call to ``final_answer`` is the run's answer, never dispatched."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tooldispatch.agent import Agent
+from tooldispatch.agent.loop import ANSWER_TOOL
+from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
+from tooldispatch.dispatch import Dispatcher, Registry
+from tooldispatch.errors import ConfigError
+
+
+def _registry(log: list[tuple[str, dict[str, Any]]]) -> Registry:
+    reg = Registry()
+
+    def get_time(timezone: str) -> dict[str, Any]:
+        log.append(("get_time", {"timezone": timezone}))
+        return {"timezone": timezone, "datetime": "2026-12-02T08:01:51+09:00"}
+
+    def send_note(text: str) -> dict[str, Any]:
+        log.append(("send_note", {"text": text}))
+        return {"sent": True}
+
+    schema = {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}
+    reg.register("get_time", get_time, description="Current time", schema=schema, read_only=True)
+    reg.register(
+        "send_note",
+        send_note,
+        description="Send a note",
+        schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        read_only=False,
+    )
+    return reg
+
+
+def _line(name: str, **args: Any) -> str:
+    return json.dumps({"name": name, "arguments": args})
+
+
+def test_final_answer_call_ends_the_run_with_its_answer() -> None:
+    """A turn that calls final_answer ends the run: its answer is the final answer and the history's last message."""
+    log: list[tuple[str, dict[str, Any]]] = []
+    backend = ScriptedBackend(
+        [
+            ScriptedTurn(content=_line("get_time", timezone="Asia/Tokyo")),
+            ScriptedTurn(content=_line("final_answer", answer="It is 08:01 in Tokyo.")),
+        ]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry(log)), answer_tool=True).run("Time in Tokyo?")
+    assert run.end == "final_answer"
+    assert run.final_answer == "It is 08:01 in Tokyo."
+    assert log == [("get_time", {"timezone": "Asia/Tokyo"})]
+    assert [r.call.name for r in run.tool_runs] == ["get_time"]
+    assert run.messages[-1] == {"role": "assistant", "content": "It is 08:01 in Tokyo."}
+    assert [t.name for t in backend.requests[0].tools] == ["get_time", "send_note", "final_answer"]
+
+
+def test_calls_before_the_answer_run_and_calls_after_it_are_refused() -> None:
+    """In the answering turn, the calls written before final_answer run; those after it are refused, not run, and a
+    repeated final_answer is dropped."""
+    log: list[tuple[str, dict[str, Any]]] = []
+    turn = "\n".join(
+        [
+            _line("get_time", timezone="UTC"),
+            _line("final_answer", answer="done"),
+            _line("send_note", text="hi"),
+            _line("final_answer", answer="done"),
+        ]
+    )
+    run = Agent(
+        backend=ScriptedBackend([ScriptedTurn(content=turn)]), dispatcher=Dispatcher(_registry(log)), answer_tool=True
+    ).run("Go")
+    assert run.final_answer == "done"
+    assert log == [("get_time", {"timezone": "UTC"})]
+    assert [(r.call.name, r.result.status, r.result.reason) for r in run.tool_runs] == [
+        ("get_time", "ok", None),
+        ("send_note", "rejected", "after_final_answer"),
+    ]
+    assert [m["role"] for m in run.messages] == ["user", "assistant", "tool", "assistant"]
+    assert [c["function"]["name"] for c in run.messages[1]["tool_calls"]] == ["get_time"]
+
+
+def test_without_the_answer_tool_final_answer_is_not_offered_or_taken() -> None:
+    """Off (the default), final_answer is neither offered nor treated as an answer: the call is refused as unknown."""
+    backend = ScriptedBackend(
+        [ScriptedTurn(content=_line("final_answer", answer="x")), ScriptedTurn(content="The answer is x.")]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([]))).run("Go")
+    assert [t.name for t in backend.requests[0].tools] == ["get_time", "send_note"]
+    assert run.final_answer == "The answer is x."
+    assert len(run.turns) == 2
+
+
+def test_a_plain_text_answer_still_ends_the_run() -> None:
+    """With the answer tool on, an answer in plain text ends the run as before."""
+    run = Agent(
+        backend=ScriptedBackend([ScriptedTurn(content="It is late.")]),
+        dispatcher=Dispatcher(_registry([])),
+        answer_tool=True,
+    ).run("Go")
+    assert (run.end, run.final_answer) == ("final_answer", "It is late.")
+
+
+def test_a_final_answer_without_its_answer_is_sent_back() -> None:
+    """A final_answer call without ``answer`` is refused with feedback naming the argument, and the run goes on."""
+    backend = ScriptedBackend(
+        [
+            ScriptedTurn(content=_line("final_answer", reply="x")),
+            ScriptedTurn(content=_line("final_answer", answer="x")),
+        ]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), answer_tool=True).run("Go")
+    assert run.final_answer == "x"
+    assert len(run.turns) == 2
+    assert run.turns[0].feedback is not None and "answer" in run.turns[0].feedback
+
+
+def test_a_tool_of_the_same_name_is_a_config_error() -> None:
+    """A user tool already named final_answer and the answer tool cannot both be offered."""
+    reg = Registry()
+    reg.register("final_answer", lambda answer: answer, description="mine", schema=ANSWER_TOOL.parameters)
+    with pytest.raises(ConfigError, match="final_answer"):
+        Agent(backend=ScriptedBackend([]), dispatcher=Dispatcher(reg), answer_tool=True)
