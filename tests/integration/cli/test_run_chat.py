@@ -78,6 +78,19 @@ def test_json_prints_the_transcript_to_stdout(cli: Cli, scripted: list[str], tmp
     assert data["run_id"] == json.loads(cli("logs", "--json", "-n", "1").out)[0]["id"]
 
 
+def test_answer_tool_ends_the_run_with_the_answer_it_was_called_with(cli: Cli, scripted: list[str]) -> None:
+    """`--answer-tool` offers final_answer; the model's call to it is the run's final answer, kept in the settings."""
+    ran = cli("run", "look up o-101", *scripted, "--answer-tool", "--json")
+    assert ran.code == 0, ran.err
+    data = json.loads(ran.out)
+    assert (data["end"], data["settings"]["answer_tool"]) == ("final_answer", True)
+    assert data["final_answer"].startswith("Done: {")
+    assert [c["name"] for t in data["turns"] for c in t["parse"]["calls"]] == ["get_order", "final_answer"]
+    plain = json.loads(cli("run", "look up o-101", *scripted, "--json").out)
+    assert plain["settings"]["answer_tool"] is False
+    assert [c["name"] for t in plain["turns"] for c in t["parse"]["calls"]] == ["get_order"]
+
+
 def test_call_ids_are_unique_across_turns_and_runs(cli: Cli, scripted: list[str]) -> None:
     """Every tool call id in the kept conversations differs (the parser numbers each output from call_0)."""
     cli("run", "look up o-101", *scripted)

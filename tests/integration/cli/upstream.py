@@ -1,9 +1,10 @@
 """A scripted OpenAI-compatible model on 127.0.0.1 that plays the demo world, for driving run and chat.
 
 Its answers follow the last message: after a tool result it answers in words (quoting the result's first
-line); a user message that names an order it knows calls a tool as hermes text (the client parses it):
-"cancel o-101" calls cancel_order (which waits for approval), "look up o-101" calls get_order, "what did
-I ask" answers with the first user message it was sent (so a test sees that the conversation carried over).
+line, through the ``final_answer`` tool when the prompt offers it); a user message that names an order it
+knows calls a tool as hermes text (the client parses it): "cancel o-101" calls cancel_order (which waits for
+approval), "look up o-101" calls get_order, "what did I ask" answers with the first user message it was sent
+(so a test sees that the conversation carried over).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def script(body: Mapping[str, Any]) -> ScriptedTurn:
     messages = body["messages"]
     last = messages[-1]
     if last["role"] == "tool":
-        return ScriptedTurn(content=f"Done: {str(last['content'])[:60]}")
+        answer = f"Done: {str(last['content'])[:60]}"
+        if any('"final_answer"' in str(m.get("content") or "") for m in messages if m["role"] == "system"):
+            return _call("final_answer", {"answer": answer})
+        return ScriptedTurn(content=answer)
     text = str(last.get("content") or "")
     order = re.search(r"o-\d{3}", text)
     if "cancel" in text and order:
