@@ -79,6 +79,22 @@ def tool_answer(result: DispatchResult) -> str:
     return json.dumps({"already_done": True, "note": REPLAY_NOTE, "result": stored}, ensure_ascii=False)
 
 
+REPEATED_SUCCESS_NOTE = (
+    "you made this same call, with the same arguments, in turn {turn}, and it succeeded; if the results you have "
+    "answer the question, call final_answer with the answer now. Its result:"
+)
+"""What a repeated successful call's answer says before its result, with the answer tool on."""
+
+
+def repeated_call_answer(result: DispatchResult, turn: int) -> str:
+    """The ``tool`` message content for a successful call that repeats one already answered in ``turn`` (1-based)."""
+    try:
+        value: Any = json.loads(result.content)
+    except ValueError:
+        value = result.content
+    return json.dumps({"note": REPEATED_SUCCESS_NOTE.format(turn=turn), "result": value}, ensure_ascii=False)
+
+
 def undeclared_keys(arguments: Mapping[str, Any], tool: ToolSpec) -> list[str]:
     """Top-level argument keys the tool does not declare, in the order the model wrote them."""
     props = tool.properties

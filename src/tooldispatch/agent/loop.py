@@ -22,6 +22,7 @@ from typing import Any
 from tooldispatch.agent.feedback import (
     answerable,
     rejection_payload,
+    repeated_call_answer,
     repeated_rejection,
     tool_answer,
     unusable_output_feedback,
@@ -123,9 +124,15 @@ def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict
     return message
 
 
-def _tool_message(run: ToolRun) -> dict[str, Any]:
-    """The ``tool`` message that answers one dispatched call."""
-    return {"role": "tool", "tool_call_id": run.call.id, "name": run.call.name, "content": tool_answer(run.result)}
+def _call_key(call: ToolCall) -> str:
+    return json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+
+
+def _tool_message(run: ToolRun, repeat_of: int | None = None) -> dict[str, Any]:
+    """The ``tool`` message that answers one dispatched call; ``repeat_of``: the turn (0-based) whose identical
+    call already succeeded, said in the answer (``repeated_call_answer``)."""
+    content = tool_answer(run.result) if repeat_of is None else repeated_call_answer(run.result, repeat_of + 1)
+    return {"role": "tool", "tool_call_id": run.call.id, "name": run.call.name, "content": content}
 
 
 def _new_call_id() -> str:
@@ -192,7 +199,8 @@ class Agent:
         answer_tool: offer ``ANSWER_TOOL`` (``final_answer``) beside the tools. A turn that calls it ends the run
             with its ``answer`` as the final answer; the calls written before it in that turn run, the calls after
             it are refused (``after_final_answer``) and not run (a repeated ``final_answer`` is dropped). A plain-text
-            answer still ends the run as well.
+            answer still ends the run as well. A successful call identical to one that succeeded in an earlier turn
+            is answered with its result and a note naming that turn and ``final_answer`` (``REPEATED_SUCCESS_NOTE``).
     """
 
     def __init__(
@@ -497,6 +505,7 @@ class Agent:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": task})
         turns: list[Turn] = []
+        succeeded: dict[str, int] = {}  # each call that succeeded (name and arguments), with its first turn
         tokens = 0
         end: EndReason = "max_turns"
         final: str | None = None
@@ -565,8 +574,14 @@ class Agent:
             if calls or refused:
                 messages.append(_assistant_message(outcome, [*calls, *(call for call, _ in refused)]))
                 runs = await self._dispatch(index, calls, completion, deadline) if calls else ()
-                # The dispatcher's own calls (auto_refresh) answer no call of the model's.
-                messages.extend(_tool_message(r) for r in runs if "auto_refresh" not in r.call.flags)
+                for tool_run in runs:
+                    if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
+                        continue
+                    key = _call_key(tool_run.call)
+                    repeat = succeeded.get(key) if self.answer_tool and tool_run.result.status == "ok" else None
+                    messages.append(_tool_message(tool_run, repeat))
+                    if tool_run.result.status == "ok":
+                        succeeded.setdefault(key, index)
                 answers = [json.dumps(payload, ensure_ascii=False) for _, payload in refused]
                 for (call, _), answer in zip(refused, answers, strict=True):
                     messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": answer})
