@@ -198,7 +198,9 @@ class Agent:
         seed: sampling seed of every model turn (``None``: the engine's own).
         answer_tool: offer ``ANSWER_TOOL`` (``final_answer``) beside the tools. A turn that calls it ends the run
             with its ``answer`` as the final answer; the calls written before it in that turn run, the calls after
-            it are refused (``after_final_answer``) and not run (a repeated ``final_answer`` is dropped). A plain-text
+            it are refused (``after_final_answer``) and not run (a repeated ``final_answer`` is dropped). With
+            ``early_dispatch``, the turn's stream is closed as soon as its ``final_answer`` call is complete, so the
+            engine stops there (the turn's ``finish_reason`` is then ``None``). A plain-text
             answer still ends the run as well. A successful call identical to one that succeeded in an earlier turn
             is answered with its result and a note naming that turn and ``final_answer`` (``REPEATED_SUCCESS_NOTE``).
     """
@@ -313,20 +315,30 @@ class Agent:
             else None
         )
 
-        answered = False  # the calls after a final answer are not run, so none starts early
-
         async def observed() -> AsyncIterator[Event]:
-            nonlocal answered
-            async for event in self.backend.stream(request):
-                self._emit(ModelStreamed(index, event))
-                if watcher is not None and isinstance(event, ContentDelta):
-                    for ready in watcher.feed(event.text):
-                        if not isinstance(ready, CallReady):
-                            continue
-                        answered = answered or (self.answer_tool and ready.call.name == ANSWER_TOOL.name)
-                        if not answered and self._parallel_safe(ready.call.name):
-                            self._start_early(index, ready.call)
-                yield event
+            # Once the stream has completed a final_answer call the turn is over: nothing after it runs, so the
+            # stream is closed there (the engine stops generating) and no later call starts early.
+            stream = self.backend.stream(request)
+            try:
+                async for event in stream:
+                    self._emit(ModelStreamed(index, event))
+                    answered = False
+                    if watcher is not None and isinstance(event, ContentDelta):
+                        for ready in watcher.feed(event.text):
+                            if not isinstance(ready, CallReady):
+                                continue
+                            if self.answer_tool and ready.call.name == ANSWER_TOOL.name:
+                                answered = True
+                                break
+                            if self._parallel_safe(ready.call.name):
+                                self._start_early(index, ready.call)
+                    yield event
+                    if answered:
+                        return
+            finally:
+                close = getattr(stream, "aclose", None)  # an async generator: stops the engine's request
+                if close is not None:
+                    await close()
 
         return await collect(observed(), started=started)
 

@@ -144,3 +144,25 @@ def test_a_repeated_successful_call_is_answered_with_a_note_naming_its_first_tur
             assert second == {"note": REPEATED_SUCCESS_NOTE.format(turn=1), "result": result}
         else:
             assert second == result
+
+
+def test_the_stream_is_closed_once_a_tagged_final_answer_is_complete() -> None:
+    """With early dispatch, the turn's stream stops right after a complete ``<tool_call>`` final_answer: what the
+    model would write next is never generated; without early dispatch the whole turn is read."""
+    answer = "<tool_call>" + _line("final_answer", answer="08:01") + "</tool_call>"
+    rest = "\n<tool_call>" + _line("send_note", text="hi") + "</tool_call>"
+    for early in (True, False):
+        backend = ScriptedBackend([ScriptedTurn(content=answer + rest)])
+        run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), answer_tool=True, early_dispatch=early).run(
+            "Go"
+        )
+        completion = run.turns[0].completion
+        assert run.final_answer == "08:01"
+        if early:
+            assert completion.content.startswith(answer) and "send_note" not in completion.content
+            assert completion.finish_reason is None
+            assert run.tool_runs == ()
+        else:
+            assert completion.content == answer + rest
+            assert completion.finish_reason == "stop"
+            assert [(r.call.name, r.result.reason) for r in run.tool_runs] == [("send_note", "after_final_answer")]
