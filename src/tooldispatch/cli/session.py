@@ -48,18 +48,21 @@ class Settings:
 
     def recorded(self) -> dict[str, Any]:
         """The settings kept with each run (``tooldispatch logs``)."""
-        keys = (
-            "constrained",
-            "tool_choice",
-            "n_ctx",
-            "temperature",
-            "seed",
-            "max_tokens",
-            "max_turns",
-            "threads",
-            "answer_tool",
-        )
-        return {k: v for k, v in asdict(self).items() if k in keys}
+        return {k: v for k, v in asdict(self).items() if k in RECORDED}
+
+
+RECORDED = (
+    "constrained",
+    "tool_choice",
+    "n_ctx",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "max_turns",
+    "threads",
+    "answer_tool",
+)
+"""The settings kept with each run; with the profile, model, server and parse mode, what options and config set."""
 
 
 def resolve(**given: Any) -> Settings:
@@ -72,21 +75,7 @@ def resolve(**given: Any) -> Settings:
 
     config = load_config()
     out = Settings()
-    for name in (
-        "profile",
-        "model",
-        "base_url",
-        "parse",
-        "constrained",
-        "tool_choice",
-        "n_ctx",
-        "temperature",
-        "seed",
-        "max_tokens",
-        "max_turns",
-        "threads",
-        "answer_tool",
-    ):
+    for name in ("profile", "model", "base_url", "parse", *RECORDED):
         value = given.get(name)
         if value is None:
             value = config.get(name)
