@@ -95,6 +95,19 @@ def repeated_call_answer(result: DispatchResult, turn: int) -> str:
     return json.dumps({"note": REPEATED_SUCCESS_NOTE.format(turn=turn), "result": value}, ensure_ascii=False)
 
 
+EARLY_ANSWER = {
+    "error": "answer_before_results",
+    "tool": "final_answer",
+    "message": "this answer was written in the same turn as the calls before it, before any tool result had come "
+    "back, so it cannot use them; their results are in the messages above",
+    "recoverable": True,
+    "attempts": 0,
+    "retried": False,
+    "suggestion": "read the results, then call final_answer with the answer they give",
+}
+"""What a ``final_answer`` gets back when it came after calls in a run's first turn with calls."""
+
+
 def undeclared_keys(arguments: Mapping[str, Any], tool: ToolSpec) -> list[str]:
     """Top-level argument keys the tool does not declare, in the order the model wrote them."""
     props = tool.properties

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tooldispatch.agent import Agent
-from tooldispatch.agent.feedback import REPEATED_SUCCESS_NOTE
+from tooldispatch.agent.feedback import EARLY_ANSWER, REPEATED_SUCCESS_NOTE
 from tooldispatch.agent.loop import ANSWER_TOOL
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.dispatch import Dispatcher, Registry
@@ -61,8 +61,8 @@ def test_final_answer_call_ends_the_run_with_its_answer() -> None:
 
 
 def test_calls_before_the_answer_run_and_calls_after_it_are_refused() -> None:
-    """In the answering turn, the calls written before final_answer run; those after it are refused, not run, and a
-    repeated final_answer is dropped."""
+    """In the answering turn (after a result came back), the calls written before final_answer run; those after it
+    are refused, not run, and a repeated final_answer is dropped."""
     log: list[tuple[str, dict[str, Any]]] = []
     turn = "\n".join(
         [
@@ -72,17 +72,19 @@ def test_calls_before_the_answer_run_and_calls_after_it_are_refused() -> None:
             _line("final_answer", answer="done"),
         ]
     )
-    run = Agent(
-        backend=ScriptedBackend([ScriptedTurn(content=turn)]), dispatcher=Dispatcher(_registry(log)), answer_tool=True
-    ).run("Go")
+    backend = ScriptedBackend(
+        [ScriptedTurn(content=_line("get_time", timezone="Asia/Tokyo")), ScriptedTurn(content=turn)]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry(log)), answer_tool=True).run("Go")
     assert run.final_answer == "done"
-    assert log == [("get_time", {"timezone": "UTC"})]
+    assert log == [("get_time", {"timezone": "Asia/Tokyo"}), ("get_time", {"timezone": "UTC"})]
     assert [(r.call.name, r.result.status, r.result.reason) for r in run.tool_runs] == [
+        ("get_time", "ok", None),
         ("get_time", "ok", None),
         ("send_note", "rejected", "after_final_answer"),
     ]
-    assert [m["role"] for m in run.messages] == ["user", "assistant", "tool", "assistant"]
-    assert [c["function"]["name"] for c in run.messages[1]["tool_calls"]] == ["get_time"]
+    assert [m["role"] for m in run.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [c["function"]["name"] for c in run.messages[3]["tool_calls"]] == ["get_time"]
 
 
 def test_without_the_answer_tool_final_answer_is_not_offered_or_taken() -> None:
@@ -166,3 +168,32 @@ def test_the_stream_is_closed_once_a_tagged_final_answer_is_complete() -> None:
             assert completion.content == answer + rest
             assert completion.finish_reason == "stop"
             assert [(r.call.name, r.result.reason) for r in run.tool_runs] == [("send_note", "after_final_answer")]
+
+
+def test_an_answer_written_before_any_result_is_sent_back_and_the_calls_run() -> None:
+    """A final_answer after other calls in the run's first turn with calls is not taken: the calls run, the answer
+    gets ``answer_before_results``, and the next turn's final_answer ends the run."""
+    log: list[tuple[str, dict[str, Any]]] = []
+    first = "\n".join(
+        [_line("get_time", timezone="Tokyo"), _line("final_answer", answer="12:34"), _line("final_answer", answer="1")]
+    )
+    backend = ScriptedBackend(
+        [ScriptedTurn(content=first), ScriptedTurn(content=_line("final_answer", answer="08:01"))]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry(log)), answer_tool=True).run("Time?")
+    assert (run.end, run.final_answer, len(run.turns)) == ("final_answer", "08:01", 2)
+    assert log == [("get_time", {"timezone": "Tokyo"})]
+    assistant, *answers = [dict(m) for m in backend.requests[1].messages][1:]
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["get_time", "final_answer"]
+    assert [m["name"] for m in answers] == ["get_time", "final_answer"]
+    assert json.loads(answers[1]["content"]) == EARLY_ANSWER
+
+
+def test_an_answer_that_opens_the_first_turn_is_taken() -> None:
+    """A final_answer with no call before it ends the run even before any tool ran (the model needed none)."""
+    run = Agent(
+        backend=ScriptedBackend([ScriptedTurn(content=_line("final_answer", answer="42"))]),
+        dispatcher=Dispatcher(_registry([])),
+        answer_tool=True,
+    ).run("Go")
+    assert (run.end, run.final_answer, run.tool_runs) == ("final_answer", "42", ())
