@@ -98,14 +98,14 @@ def repeated_call_answer(result: DispatchResult, turn: int) -> str:
 EARLY_ANSWER = {
     "error": "answer_before_results",
     "tool": "final_answer",
-    "message": "this answer was written in the same turn as the calls before it, before any tool result had come "
-    "back, so it cannot use them; their results are in the messages above",
+    "message": "this answer came after other calls in the same turn, before any tool call of this run had "
+    "succeeded, so it rests on no result; the results of those calls are in the messages above",
     "recoverable": True,
     "attempts": 0,
     "retried": False,
     "suggestion": "read the results, then call final_answer with the answer they give",
 }
-"""What a ``final_answer`` gets back when it came after calls in a run's first turn with calls."""
+"""What a ``final_answer`` gets back when it came after other calls in its turn before any call had succeeded."""
 
 
 def undeclared_keys(arguments: Mapping[str, Any], tool: ToolSpec) -> list[str]:

@@ -202,7 +202,7 @@ class Agent:
             it are refused (``after_final_answer``) and not run (a repeated ``final_answer`` is dropped). With
             ``early_dispatch``, the turn's stream is closed as soon as its ``final_answer`` call is complete, so the
             engine stops there (the turn's ``finish_reason`` is then ``None``). A ``final_answer`` written after other
-            calls in a turn before any tool result has come back cannot use their results: it is answered with
+            calls in its turn, before any call of the run has succeeded, rests on no result: it is answered with
             ``EARLY_ANSWER`` and the turn's calls run as in any turn. A plain-text
             answer still ends the run as well. A successful call identical to one that succeeded in an earlier turn
             is answered with its result and a note naming that turn and ``final_answer`` (``REPEATED_SUCCESS_NOTE``).
@@ -573,7 +573,7 @@ class Agent:
             dropped, refused = self._answer_refusals(outcome, previous)
             calls = [*_unique_ids(outcome.calls), *dropped]
             at = self._answer_at(calls)
-            if at and not any(t.tool_runs for t in turns):  # answered before any result came back: not taken
+            if at and not any(r.result.status == "ok" for t in turns for r in t.tool_runs):  # rests on no result
                 refused.append((calls[at], dict(EARLY_ANSWER)))
                 calls = [c for c in calls if c.name != ANSWER_TOOL.name]  # its repeats go with it
                 at = None

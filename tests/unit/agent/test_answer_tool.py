@@ -20,6 +20,8 @@ def _registry(log: list[tuple[str, dict[str, Any]]]) -> Registry:
 
     def get_time(timezone: str) -> dict[str, Any]:
         log.append(("get_time", {"timezone": timezone}))
+        if timezone == "Nowhere":
+            raise ValueError("unknown timezone 'Nowhere'")
         return {"timezone": timezone, "datetime": "2026-12-02T08:01:51+09:00"}
 
     def send_note(text: str) -> dict[str, Any]:
@@ -197,3 +199,20 @@ def test_an_answer_that_opens_the_first_turn_is_taken() -> None:
         answer_tool=True,
     ).run("Go")
     assert (run.end, run.final_answer, run.tool_runs) == ("final_answer", "42", ())
+
+
+def test_an_answer_after_calls_is_sent_back_until_a_call_has_succeeded() -> None:
+    """Failed calls do not count as results: a final_answer after calls is sent back while no call has succeeded,
+    and one that opens its turn is taken (the model may say the tools failed)."""
+    bad = _line("get_time", timezone="Nowhere")
+    backend = ScriptedBackend(
+        [
+            ScriptedTurn(content=bad),
+            ScriptedTurn(content=bad + "\n" + _line("final_answer", answer="12:00")),
+            ScriptedTurn(content=_line("final_answer", answer="The time service failed.")),
+        ]
+    )
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), answer_tool=True).run("Time?")
+    assert (run.final_answer, len(run.turns)) == ("The time service failed.", 3)
+    assert [r.result.status for r in run.tool_runs] == ["error", "error"]
+    assert json.loads(backend.requests[2].messages[-1]["content"]) == EARLY_ANSWER
