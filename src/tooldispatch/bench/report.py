@@ -10,7 +10,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,9 +61,18 @@ def summarize(
 ) -> RunSummary:
     """Score and summarize records."""
     by_cell = score_records(records, parse=parse)
-    cells = [summarize_cell(key, rows) for key, rows in by_cell.items()]
+    cells = _distinct_labels([summarize_cell(key, rows) for key, rows in by_cell.items()])
     diffs = quant_differences({k: [s for _, s in rows] for k, rows in by_cell.items()})
     return RunSummary(cells=cells, differences=diffs, meta=dict(meta or {}))
+
+
+def _distinct_labels(cells: list[CellSummary]) -> list[CellSummary]:
+    """The cells with the backend added to each label that several cells share (the same model and quantization
+    in process and through a server), so that every row and bar of a report names one cell."""
+    count: dict[str, int] = defaultdict(int)
+    for c in cells:
+        count[c.label] += 1
+    return [replace(c, label=f"{c.label} [{c.cell.split('|')[0]}]") if count[c.label] > 1 else c for c in cells]
 
 
 def report_title(summary: RunSummary, base: str, *, date: str | None = None) -> str:
@@ -117,7 +126,9 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 LEGENDS = {
-    "cells": "*Columns:* **cell** backend | model@quant | parse mode | constrained; **engine** the inference engine "
+    "cells": "*Columns:* **cell** model@quant, marked [server] when the server's own tool parsing was scored, "
+    "[constrained] for grammar-bound decoding, and with its backend when two cells would share a name; **engine** "
+    "the inference engine "
     "and its version; **tensor types** the quantization types really stored in the file; **outputs** model "
     "outputs kept; **errors** requests that got no output.",
     "buckets": "*Columns:* **ok_strict** a call in the model's documented format; **ok_fallback** a call the "
@@ -190,9 +201,10 @@ def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -
     )
     if summary.differences:
         out += ["## Differences between quantizations (paired by case and seed; pp, 95 % CI)", ""]
+        labels = {c.cell: c.label for c in cells}
         rows = []
         for d in summary.differences:
-            a, b = d.a.split("|")[1], d.b.split("|")[1]
+            a, b = labels.get(d.a, d.a.split("|")[1]), labels.get(d.b, d.b.split("|")[1])
             for metric, values in (("accuracy", d.accuracy), ("false positives", d.false_positive)):
                 cells_text = [values[m].fmt() + (" *" if values[m].significant else "") for m in MODE_ORDER]
                 rows.append([f"{a} − {b}", metric, *cells_text])

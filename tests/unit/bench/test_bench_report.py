@@ -126,6 +126,22 @@ def test_differences_compare_quantizations_within_one_decoding_mode() -> None:
     assert pairs == [("llamacpp|m@Q4_0|client|free", "llamacpp|m@Q4_1|client|free")]
 
 
+def test_cells_that_share_a_name_are_told_apart_by_backend(tmp_path: Path) -> None:
+    """The same model@quant in process and through a server gets its backend in every label, the differences
+    table included; a label no other cell shares stays as it is."""
+    records = _corpus()
+    for r in _corpus():
+        if r.quant == "Q4_1":
+            r.cell = r.cell.replace("llamacpp|", "openai|")
+            records.append(r)
+    summary = summarize(records)
+    assert [c.label for c in summary.cells] == ["m@Q4_1 [llamacpp]", "m@Q4_0", "m@Q4_1 [openai]"]
+    write_report(summary, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| m@Q4_1 [openai] | llama.cpp 0.3.36 | Q4_1×10 | 10 | 0 |" in md
+    assert "| m@Q4_0 − m@Q4_1 [llamacpp] | accuracy |" in md
+
+
 def test_replay_rescores_a_written_corpus_identically(tmp_path: Path) -> None:
     """A corpus written to JSONL and replayed gives the same summary as scoring it in memory."""
     records = _corpus()
