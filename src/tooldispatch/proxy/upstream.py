@@ -17,7 +17,7 @@ forwarding client's headers; it is never part of a repr, a log line or an error 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -107,13 +107,13 @@ class Upstream:
             return chat
         from tooldispatch.prompting import prepare_messages
 
-        messages: list[dict[str, Any]] = [dict(m) for m in chat.messages]
+        messages: Sequence[Mapping[str, Any]] = chat.messages
         if any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
-            messages = [dict(m) for m in prepare_messages(messages, (), tool_format=self.tool_format)]
+            messages = prepare_messages(messages, (), tool_format=self.tool_format)
         if not chat.constrained and request.tool_choice != "auto":
             what = "a function call" if request.tool_choice == "required" else f"a call of {request.tool_choice}"
             messages = with_tool_prompt(messages, f"Answer with {what}.")
-        return replace(chat, messages=messages)
+        return chat if messages is chat.messages else replace(chat, messages=messages)
 
     def events(self, request: ChatRequest, *, stream: bool) -> AsyncIterator[Event]:
         """The turn's events; a non-streamed client request is asked without streaming where the backend can.
