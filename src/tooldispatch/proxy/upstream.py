@@ -27,6 +27,7 @@ from tooldispatch.backends.base import Backend, ChatRequest, Event
 from tooldispatch.backends.openai_compat import OpenAICompatBackend, with_tool_prompt
 from tooldispatch.errors import ConfigError
 from tooldispatch.proxy.translate import ProxyRequest
+from tooldispatch.proxy.wire import transport_for, wire_events
 
 ParseMode = Literal["server", "client"]
 Mode = Literal["server", "client", "in-process"]
@@ -122,11 +123,7 @@ class Upstream:
         SDK's per-request cost); the in-process model through its backend.
         """
         if isinstance(self.backend, OpenAICompatBackend):
-            from tooldispatch.proxy.wire import wire_events
-
             if self._transport is None:
-                from tooldispatch.proxy.wire import transport_for
-
                 self._transport = transport_for(self.backend.base_url, timeout_s=self.timeout_s, headers=self._headers)
             return wire_events(self.backend, self._transport, request, stream=stream)
         return self.backend.stream(request)

@@ -236,7 +236,7 @@ def test_tool_cache_still_bounds_the_tool_count() -> None:
 
 
 def test_tool_cache_specs_do_not_share_the_request_body() -> None:
-    """The cached specs are built from the list's JSON text: changing the first request's body changes no spec."""
+    """The cached specs are built from a copy of the list: changing the first request's body changes no spec."""
     cache = ToolCache()
     sent = json.loads(json.dumps([WEATHER]))
     specs = cache.check(sent, max_tools=8)
@@ -246,8 +246,8 @@ def test_tool_cache_specs_do_not_share_the_request_body() -> None:
 
 
 def test_tool_cache_is_bounded() -> None:
-    """At most max_entries lists are kept (the oldest goes), and a list over max_chars of JSON is not kept."""
-    cache = ToolCache(max_entries=2, max_chars=400)
+    """At most max_entries lists are kept (the oldest goes), and a list over max_bytes as a key is not kept."""
+    cache = ToolCache(max_entries=2, max_bytes=400)
     lists = [[{"type": "function", "function": {"name": f"tool_{i}"}}] for i in range(3)]
     kept = [cache.check(tools, max_tools=8) for tools in lists]
     assert len(cache) == 2
@@ -256,3 +256,14 @@ def test_tool_cache_is_bounded() -> None:
     big = [{"type": "function", "function": {"name": "big", "description": "x" * 500}}]
     assert cache.check(big, max_tools=8)[0].name == "big"
     assert cache.check(big, max_tools=8) is not cache.check(big, max_tools=8)
+
+
+def test_tool_cache_tells_json_values_of_equal_python_value_apart() -> None:
+    """1, 1.0 and true in a schema are different lists to the cache (Python finds them equal, JSON Schema does not)."""
+    cache = ToolCache()
+    forms = []
+    for value in (1, 1.0, True):
+        tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "const_x": value}}}
+        forms.append(cache.check([tool], max_tools=8)[0].parameters["const_x"])
+    assert [type(v) for v in forms] == [int, float, bool]
+    assert len(cache) == 3
