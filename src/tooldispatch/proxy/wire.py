@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 import openai
@@ -27,6 +27,8 @@ from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
 from tooldispatch.errors import ProviderError
 from tooldispatch.proxy.http1 import DRAIN_S, Http1Pool, Reply, UpstreamError, UpstreamTimeout
+
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)  # built once: json.dumps with options builds one per call
 
 
 def error_context(backend: OpenAICompatBackend) -> ErrorContext:
@@ -52,7 +54,7 @@ def request_json(backend: OpenAICompatBackend, request: ChatRequest, *, stream: 
     """The body the backend would send, as JSON bytes (fields set to ``openai.Omit`` left out)."""
     kwargs, extra = backend.request_body(request, stream=stream)
     body: dict[str, Any] = {**kwargs, **extra, "stream": stream}
-    return json.dumps({k: v for k, v in body.items() if not isinstance(v, openai.Omit)}, ensure_ascii=False).encode()
+    return _ENCODER.encode({k: v for k, v in body.items() if not isinstance(v, openai.Omit)}).encode()
 
 
 def _json_or_text(raw: bytes) -> object:
