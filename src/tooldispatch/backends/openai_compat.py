@@ -163,6 +163,12 @@ class OpenAICompatBackend:
         self.profile = profile
         self.tool_format = tool_format
         self._tool_prompt = tool_prompt
+        self._capabilities = Capabilities(  # built once: the proxy reads them on every request
+            native_tools=parse == "server",
+            reasoning_field=True,
+            constrained=dialect == "llama-server" and parse == "client",
+            engine=_ENGINES[dialect],
+        )
         self._rendered: dict[int, tuple[Sequence[ToolSpec], str]] = {}
         default_headers = dict(headers or {})
         if dialect == "openrouter":
@@ -201,12 +207,7 @@ class OpenAICompatBackend:
     @property
     def capabilities(self) -> Capabilities:
         """Native tools in server parse mode; reasoning arrives in its own field on all three dialects."""
-        return Capabilities(
-            native_tools=self.parse == "server",
-            reasoning_field=True,
-            constrained=self.dialect == "llama-server" and self.parse == "client",
-            engine=_ENGINES[self.dialect],
-        )
+        return self._capabilities
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         """The system-prompt text that declares ``tools`` in client parse mode.
