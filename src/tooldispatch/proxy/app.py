@@ -7,9 +7,8 @@ ones too, is counted by the ``Recorder``.
 
 Starlette routes the requests and runs the lifespan. The chat route is a plain ASGI endpoint (``ChatRoute``):
 it reads the body from ``receive`` and its answer is an ASGI callable, without Starlette's request object and
-the wrappers around a request handler, which cost about a tenth of the proxy's time per request
-(``docs/benchmarks.md``, the proxy section). The routes are also served without the ``/v1`` prefix, for
-clients configured with the server's root.
+the wrappers around a request handler (what they cost per request: ``docs/benchmarks.md``, the proxy section).
+The routes are also served without the ``/v1`` prefix, for clients configured with the server's root.
 """
 
 from __future__ import annotations

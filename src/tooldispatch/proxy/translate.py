@@ -51,6 +51,9 @@ _HANDLED: Final = frozenset(
 # cannot grow it without end.
 _CHECKED: dict[str, bool] = {}
 _CHECKED_MAX: Final = 1024
+# A call's arguments as OpenAI writes them (``{"city": "Paris"}``); built once, as json.dumps with options builds
+# an encoder on every call.
+_ARGUMENTS: Final = json.JSONEncoder(ensure_ascii=False)
 _MARSHAL_FORMAT: Final = 2  # ``ToolCache``'s keys: every value written in full, no back-references
 # A field the client did not send is left out of the upstream body (the ``openai`` client drops ``Omit``
 # values from ``extra_body`` when it merges it into the body), so the upstream applies its own default.
@@ -314,7 +317,7 @@ def tool_call_json(call: ToolCall, call_id: str, index: int | None = None) -> di
         {
             "id": call_id,
             "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+            "function": {"name": call.name, "arguments": _ARGUMENTS.encode(call.arguments)},
         }
     )
     return entry
