@@ -48,6 +48,7 @@ ToolPrompt = Callable[[Sequence[ToolSpec]], str]
 
 _NO_KEY = "sk-no-key-required"
 _ENGINES: dict[str, str] = {"vllm": "vllm", "llama-server": "llama.cpp", "openrouter": "openrouter"}
+_RENDERED_MAX = 32  # tool prompts kept per backend (``render_tools``)
 
 
 def with_tool_prompt(messages: Sequence[Mapping[str, Any]], prompt: str) -> list[dict[str, Any]]:
@@ -162,6 +163,13 @@ class OpenAICompatBackend:
         self.profile = profile
         self.tool_format = tool_format
         self._tool_prompt = tool_prompt
+        self._capabilities = Capabilities(  # built once: the proxy reads them on every request
+            native_tools=parse == "server",
+            reasoning_field=True,
+            constrained=dialect == "llama-server" and parse == "client",
+            engine=_ENGINES[dialect],
+        )
+        self._rendered: dict[int, tuple[Sequence[ToolSpec], str]] = {}
         default_headers = dict(headers or {})
         if dialect == "openrouter":
             default_headers.setdefault("X-OpenRouter-Title", "tooldispatch")
@@ -199,20 +207,29 @@ class OpenAICompatBackend:
     @property
     def capabilities(self) -> Capabilities:
         """Native tools in server parse mode; reasoning arrives in its own field on all three dialects."""
-        return Capabilities(
-            native_tools=self.parse == "server",
-            reasoning_field=True,
-            constrained=self.dialect == "llama-server" and self.parse == "client",
-            engine=_ENGINES[self.dialect],
-        )
+        return self._capabilities
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
-        """The system-prompt text that declares ``tools`` in client parse mode."""
-        if self._tool_prompt is not None:
-            return self._tool_prompt(tools)
-        from tooldispatch.prompting import get_format
+        """The system-prompt text that declares ``tools`` in client parse mode.
 
-        return get_format(self.tool_format).system(tools)
+        The text is kept for the tuples of tools rendered last, found by identity (the proxy passes the same
+        tuple for the same tools list): a pure cache of an immutable result; each entry holds its tuple, so an
+        id is never reused while it is cached.
+        """
+        hit = self._rendered.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            return hit[1]
+        if self._tool_prompt is not None:
+            text = self._tool_prompt(tools)
+        else:
+            from tooldispatch.prompting import get_format
+
+            text = get_format(self.tool_format).system(tools)
+        if type(tools) is tuple:
+            if len(self._rendered) >= _RENDERED_MAX:
+                self._rendered.clear()
+            self._rendered[id(tools)] = (tools, text)
+        return text
 
     def request_body(self, request: ChatRequest, *, stream: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         """Build the keyword arguments and the ``extra_body`` for one request.

@@ -143,7 +143,18 @@ def proxy(
         f"counting into {store}"
     )
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, loop=loop)
+        # No X-Forwarded-* rewriting (the proxy never reads the client's address) and no "server" header: each
+        # costs uvicorn work on every request (``docs/benchmarks.md``, the proxy section).
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            access_log=False,
+            loop=loop,
+            proxy_headers=False,
+            server_header=False,
+        )
     finally:
         state.close()
 

@@ -5,6 +5,9 @@ OpenAI-shaped error. Requests without tools go to an HTTP upstream as they came;
 through the backend and the parser (``turn`` without streaming, ``stream`` with it). Every request, failed
 ones too, is counted by the ``Recorder``.
 
+Starlette routes the requests and runs the lifespan. The chat route is a plain ASGI endpoint (``ChatRoute``):
+it reads the body from ``receive`` and its answer is an ASGI callable, without Starlette's request object and
+the wrappers around a request handler (what they cost per request: ``docs/benchmarks.md``, the proxy section).
 The routes are also served without the ``/v1`` prefix, for clients configured with the server's root.
 """
 
@@ -17,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -33,7 +36,7 @@ from tooldispatch.errors import TooldispatchError
 from tooldispatch.proxy.errors import ProxyError, from_backend, invalid
 from tooldispatch.proxy.stats import Recorder, RequestStats, record_json
 from tooldispatch.proxy.stream import SseTurn
-from tooldispatch.proxy.translate import Limits, ProxyRequest, new_id, read_request
+from tooldispatch.proxy.translate import Limits, ProxyRequest, ToolCache, new_id, read_request
 from tooldispatch.proxy.turn import complete, dumps
 from tooldispatch.proxy.upstream import Upstream
 
@@ -93,6 +96,18 @@ class SseResponse:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The value of the request header ``name`` (lower case, as ASGI gives header names), if sent."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _too_big(bound: int) -> ProxyError:
+    return ProxyError(413, f"the request body is over {bound} bytes (--max-body-bytes)", code="request_too_large")
+
+
 def _internal(exc: Exception) -> ProxyError:
     return ProxyError(
         500,
@@ -116,6 +131,7 @@ class Proxy:
         api_key: the key every request must carry (``None``: no key needed).
         recorder: where requests are counted (``None``: not counted).
         record: keep request bodies, raw outputs and answers (``--record``).
+        tool_cache: the tool lists already checked (``ToolCache``: agents send the same tools every turn).
     """
 
     upstream: Upstream
@@ -123,17 +139,18 @@ class Proxy:
     api_key: str | None = None
     recorder: Recorder | None = None
     record: bool = False
+    tool_cache: ToolCache = field(default_factory=ToolCache, repr=False)
 
     def __repr__(self) -> str:
         return f"Proxy(upstream={self.upstream!r}, limits={self.limits!r}, key={'set' if self.api_key else 'none'})"
 
     # -- checks ---------------------------------------------------------------------------------------
 
-    def _authorize(self, request: Request) -> None:
+    def _authorize(self, scope: Scope) -> None:
         if self.api_key is None:
             return
-        header = request.headers.get("authorization", "")
-        given = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+        header = _header(scope, b"authorization") or ""
+        given = header[7:].strip() if header[:7].lower() == "bearer " else _header(scope, b"x-api-key") or ""
         if not given or not hmac.compare_digest(given.encode(), self.api_key.encode()):
             raise ProxyError(
                 401,
@@ -142,22 +159,24 @@ class Proxy:
                 code="invalid_api_key",
             )
 
-    async def _body(self, request: Request) -> bytes:
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
         bound = self.limits.max_body_bytes
-        length = request.headers.get("content-length")
-        too_big = ProxyError(
-            413, f"the request body is over {bound} bytes (--max-body-bytes)", code="request_too_large"
-        )
+        length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > bound:
-            raise too_big
+            raise _too_big(bound)
         parts: list[bytes] = []
         size = 0
-        async for part in request.stream():
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ProxyError(499, "the client went away before its request was read", code="client_disconnected")
+            part = message.get("body", b"")
             size += len(part)
             if size > bound:
-                raise too_big
+                raise _too_big(bound)
             parts.append(part)
-        return b"".join(parts)
+            if not message.get("more_body", False):
+                return b"".join(parts)
 
     def _stats(self, request: ProxyRequest | None, *, stream: bool) -> RequestStats:
         up = self.upstream
@@ -180,19 +199,21 @@ class Proxy:
 
     # -- routes ---------------------------------------------------------------------------------------
 
-    async def chat(self, request: Request) -> Response | SseResponse:
-        """``POST /v1/chat/completions``."""
+    async def chat(self, scope: Scope, receive: Receive) -> Response | SseResponse:
+        """``POST /v1/chat/completions``: the answer to send, an ASGI callable."""
         started = time.monotonic()
         proxied: ProxyRequest | None = None
         stats: RequestStats | None = None
         try:
-            self._authorize(request)
-            raw = await self._body(request)
+            self._authorize(scope)
+            raw = await self._body(scope, receive)
             try:
                 body = json.loads(raw)
             except ValueError as exc:
                 raise invalid(f"the body is not JSON: {exc}") from exc
-            proxied = read_request(body, limits=self.limits, constrained=self.upstream.constrained)
+            proxied = read_request(
+                body, limits=self.limits, constrained=self.upstream.constrained, tool_cache=self.tool_cache
+            )
             stats = self._stats(proxied, stream=proxied.stream)
             if not proxied.tools and self.upstream.forwards:
                 return await self._forward(proxied, raw, stats, started)
@@ -356,7 +377,7 @@ class Proxy:
     async def models(self, request: Request) -> Response:
         """``GET /v1/models``: the one model this proxy serves."""
         try:
-            self._authorize(request)
+            self._authorize(request.scope)
         except ProxyError as err:
             return _error(err)
         entry = {"id": self.upstream.model, "object": "model", "created": 0, "owned_by": "tooldispatch"}
@@ -365,7 +386,7 @@ class Proxy:
     async def health(self, request: Request) -> Response:
         """``GET /health``: the proxy is up, and what it serves."""
         try:
-            self._authorize(request)
+            self._authorize(request.scope)
         except ProxyError as err:
             return _error(err)
         up = self.upstream
@@ -379,16 +400,24 @@ class Proxy:
         return Response(dumps(info), media_type="application/json")
 
 
+class ChatRoute:
+    """``Proxy.chat`` as a plain ASGI endpoint (Starlette passes an endpoint that is not a function on as it is)."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answer = await self.proxy.chat(scope, receive)
+        await answer(scope, receive, send)
+
+
 def build_app(proxy: Proxy) -> Starlette:
     """The Starlette application for ``proxy``; the recorder and the upstream's connections follow its lifespan."""
+    chat = ChatRoute(proxy)
     routes: list[Route] = []
-    handlers: list[tuple[str, Callable[[Request], Awaitable[Any]], str]] = [
-        ("/chat/completions", proxy.chat, "POST"),
-        ("/models", proxy.models, "GET"),
-    ]
-    for path, handler, method in handlers:
-        routes.append(Route(f"/v1{path}", handler, methods=[method]))
-        routes.append(Route(path, handler, methods=[method]))
+    for prefix in ("/v1", ""):
+        routes.append(Route(f"{prefix}/chat/completions", chat, methods=["POST"]))
+        routes.append(Route(f"{prefix}/models", proxy.models, methods=["GET"]))
     routes.append(Route("/health", proxy.health, methods=["GET"]))
 
     from contextlib import asynccontextmanager

@@ -234,15 +234,13 @@ class Reply:
             self._chunk_left = size + 2
         return b"".join(out)
 
-    async def pieces(self) -> AsyncIterator[bytes]:
-        """The body as it arrives."""
-        while piece := await self.piece():
-            yield piece
-
     async def read(self) -> bytes:
         """The whole body."""
         try:
-            return b"".join([piece async for piece in self.pieces()])
+            parts: list[bytes] = []
+            while piece := await self.piece():
+                parts.append(piece)
+            return b"".join(parts)
         finally:
             await self.close()
 
@@ -301,6 +299,7 @@ class Http1Pool:
         self.host = url.hostname
         self.port = url.port or 80
         self.prefix = url.path.rstrip("/")
+        self._prefix = self.prefix.encode("latin-1")
         self.timeout_s = timeout_s
         self.drain_s = drain_s
         lines = [f"Host: {url.netloc}", "Accept: */*", "Content-Type: application/json"]
@@ -326,11 +325,12 @@ class Http1Pool:
             UpstreamError: the upstream cannot be reached or its answer is not HTTP/1.x.
             UpstreamTimeout: it did not connect or answer in time.
         """
-        request = (
-            f"POST {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")
-            + self._head
-            + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
-            + body
+        request = b"POST %s%s HTTP/1.1\r\n%s\r\nContent-Length: %d\r\n\r\n%s" % (
+            self._prefix,
+            path.encode("latin-1"),
+            self._head,
+            len(body),
+            body,
         )
         while True:
             reused = False

@@ -71,11 +71,19 @@ class RequestStats:
 
     def count(self, outcome: ParseOutcome, answered: int) -> None:
         """Take the parse outcome's buckets, repairs, formats, stage and flags; ``answered`` calls went out."""
+        buckets: dict[str, int] = {}
+        repairs: dict[str, int] = {}
+        formats: set[str] = set()
+        for candidate in outcome.candidates:  # one loop and plain dicts: a Counter costs several times as much
+            buckets[candidate.bucket] = buckets.get(candidate.bucket, 0) + 1
+            for repair in candidate.repairs:
+                repairs[repair.kind] = repairs.get(repair.kind, 0) + 1
+            if candidate.format:
+                formats.add(candidate.format)
         self.calls = answered
         self.stage = outcome.stage
-        self.buckets = Counter(c.bucket for c in outcome.candidates)
-        self.repairs = Counter(r.kind for c in outcome.candidates for r in c.repairs)
-        self.formats = ",".join(sorted({c.format for c in outcome.candidates if c.format}))
+        self.buckets, self.repairs = buckets, repairs
+        self.formats = ",".join(sorted(formats))
         self.flags = ",".join(sorted(outcome.flags))
 
     def row(self) -> tuple[Any, ...]:

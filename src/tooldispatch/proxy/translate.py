@@ -8,6 +8,7 @@ exactly what is wrong in a 400; everything it does not handle itself is passed o
 from __future__ import annotations
 
 import json
+import marshal
 import re
 import secrets
 import time
@@ -50,6 +51,10 @@ _HANDLED: Final = frozenset(
 # cannot grow it without end.
 _CHECKED: dict[str, bool] = {}
 _CHECKED_MAX: Final = 1024
+# A call's arguments as OpenAI writes them (``{"city": "Paris"}``); built once, as json.dumps with options builds
+# an encoder on every call.
+_ARGUMENTS: Final = json.JSONEncoder(ensure_ascii=False)
+_MARSHAL_FORMAT: Final = 2  # ``ToolCache``'s keys: every value written in full, no back-references
 # A field the client did not send is left out of the upstream body (the ``openai`` client drops ``Omit``
 # values from ``extra_body`` when it merges it into the body), so the upstream applies its own default.
 _OMIT: Final = openai.Omit()
@@ -143,6 +148,56 @@ def check_tools(raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
     return tuple(specs)
 
 
+class ToolCache:
+    """Checked tools by the content of a request's ``tools``: a bounded cache of an immutable result.
+
+    Agents send the same tools with every request. Checking them (names, duplicates, every schema against its
+    metaschema) and building their ``ToolSpec`` values happens once per distinct list; a later request with the
+    same list gets the same ``ToolSpec`` objects, so the parser's and the validator's caches, which find a schema
+    by identity before they compare content, hit as well.
+
+    The key is the decoded list in ``marshal``'s byte form: a faithful serialization (``1``, ``1.0`` and ``true``
+    differ; keys in the order sent), several times quicker here than ``json.dumps``, so a change anywhere in
+    any tool is a different key and is checked afresh. It is marshal's format 2, which writes every value in
+    full (later formats write a back-reference for an object met twice, so equal lists could differ by how their
+    objects happen to be shared). The specs are built from an unmarshalled copy, so no
+    cached object is shared with a request's body. Lists over ``max_bytes`` in that form are checked every time
+    and not kept; when ``max_entries`` lists are held, the oldest goes.
+    """
+
+    def __init__(self, *, max_entries: int = 32, max_bytes: int = 256 * 1024) -> None:
+        """Keep at most ``max_entries`` lists, each at most ``max_bytes`` long as a key."""
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._specs: dict[bytes, tuple[ToolSpec, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def check(self, raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
+        """``check_tools(raw, max_tools=max_tools)``, from the cache when the same list was checked before.
+
+        Raises:
+            ProxyError: 400 naming the tool at fault and why (a list that fails is never kept).
+        """
+        if not isinstance(raw, list) or len(raw) > max_tools:
+            return check_tools(raw, max_tools=max_tools)
+        try:
+            key = marshal.dumps(raw, _MARSHAL_FORMAT)
+        except ValueError:  # nested deeper than marshal goes: checked, not kept
+            return check_tools(raw, max_tools=max_tools)
+        specs = self._specs.get(key)
+        if specs is not None:
+            return specs
+        if len(key) > self.max_bytes:
+            return check_tools(raw, max_tools=max_tools)
+        specs = check_tools(marshal.loads(key), max_tools=max_tools)
+        if len(self._specs) >= self.max_entries:
+            del self._specs[next(iter(self._specs))]
+        self._specs[key] = specs
+        return specs
+
+
 def _check_schema(schema: Mapping[str, Any]) -> None:
     """Check a parameters schema against its metaschema, once per distinct schema.
 
@@ -193,13 +248,14 @@ def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def read_request(body: Any, *, limits: Limits, constrained: bool) -> ProxyRequest:
+def read_request(body: Any, *, limits: Limits, constrained: bool, tool_cache: ToolCache | None = None) -> ProxyRequest:
     """Check a chat completions body and build the backend request.
 
     Args:
         body: the decoded JSON body.
         limits: the request bounds.
         constrained: the upstream can constrain decoding to a grammar (used for ``required`` and a named tool).
+        tool_cache: where checked tool lists are kept (``None``: the tools are checked on every request).
 
     Raises:
         ProxyError: 400 saying what is wrong with the request.
@@ -214,8 +270,14 @@ def read_request(body: Any, *, limits: Limits, constrained: bool) -> ProxyReques
     n = body.get("n")
     if n not in (None, 1):
         raise invalid("this proxy answers one choice per request; leave 'n' unset or 1", param="n")
-    tools = check_tools(body["tools"], max_tools=limits.max_tools) if body.get("tools") else ()
-    choice = check_tool_choice(body.get("tool_choice"), tools) if tools else "auto"
+    declared = body.get("tools")
+    if not declared:
+        specs: tuple[ToolSpec, ...] = ()
+    elif tool_cache is not None:
+        specs = tool_cache.check(declared, max_tools=limits.max_tools)
+    else:
+        specs = check_tools(declared, max_tools=limits.max_tools)
+    choice = check_tool_choice(body.get("tool_choice"), specs) if specs else "auto"
     parallel = body.get("parallel_tool_calls") is not False
     stream = body.get("stream") is True
     options = body.get("stream_options")
@@ -231,16 +293,16 @@ def read_request(body: Any, *, limits: Limits, constrained: bool) -> ProxyReques
     stops = (stop,) if isinstance(stop, str) else tuple(s for s in stop if isinstance(s, str)) if stop else ()
     chat = ChatRequest(
         messages=messages,
-        tools=tools,
+        tools=specs,
         max_tokens=max_tokens if max_tokens is not None else limits.default_max_tokens,
         temperature=float(temperature) if temperature is not None else 0.0,
         seed=seed,
         stop=stops,
-        tool_choice=choice if tools else "auto",
-        constrained=constrained and bool(tools) and choice not in ("auto", "none"),
+        tool_choice=choice if specs else "auto",
+        constrained=constrained and bool(specs) and choice not in ("auto", "none"),
         extra=extra,
     )
-    return ProxyRequest(body, stream, include_usage, tools, choice, parallel, chat)
+    return ProxyRequest(body, stream, include_usage, specs, choice, parallel, chat)
 
 
 def new_id(prefix: str) -> str:
@@ -255,7 +317,7 @@ def tool_call_json(call: ToolCall, call_id: str, index: int | None = None) -> di
         {
             "id": call_id,
             "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+            "function": {"name": call.name, "arguments": _ARGUMENTS.encode(call.arguments)},
         }
     )
     return entry

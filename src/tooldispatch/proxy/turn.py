@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.backends.base import Completion, collect
 from tooldispatch.parsing.core import parse_tool_calls
@@ -83,4 +83,8 @@ async def complete(upstream: Upstream, request: ProxyRequest, stats: RequestStat
 
 def dumps(value: Any) -> bytes:
     """Compact JSON bytes."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return _COMPACT.encode(value).encode()
+
+
+# Built once: ``json.dumps`` with options builds a new encoder on every call.
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))

@@ -17,7 +17,7 @@ forwarding client's headers; it is never part of a repr, a log line or an error 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ from tooldispatch.backends.base import Backend, ChatRequest, Event
 from tooldispatch.backends.openai_compat import OpenAICompatBackend, with_tool_prompt
 from tooldispatch.errors import ConfigError
 from tooldispatch.proxy.translate import ProxyRequest
+from tooldispatch.proxy.wire import transport_for, wire_events
 
 ParseMode = Literal["server", "client"]
 Mode = Literal["server", "client", "in-process"]
@@ -107,13 +108,13 @@ class Upstream:
             return chat
         from tooldispatch.prompting import prepare_messages
 
-        messages: list[dict[str, Any]] = [dict(m) for m in chat.messages]
+        messages: Sequence[Mapping[str, Any]] = chat.messages
         if any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
-            messages = [dict(m) for m in prepare_messages(messages, (), tool_format=self.tool_format)]
+            messages = prepare_messages(messages, (), tool_format=self.tool_format)
         if not chat.constrained and request.tool_choice != "auto":
             what = "a function call" if request.tool_choice == "required" else f"a call of {request.tool_choice}"
             messages = with_tool_prompt(messages, f"Answer with {what}.")
-        return replace(chat, messages=messages)
+        return chat if messages is chat.messages else replace(chat, messages=messages)
 
     def events(self, request: ChatRequest, *, stream: bool) -> AsyncIterator[Event]:
         """The turn's events; a non-streamed client request is asked without streaming where the backend can.
@@ -122,11 +123,7 @@ class Upstream:
         SDK's per-request cost); the in-process model through its backend.
         """
         if isinstance(self.backend, OpenAICompatBackend):
-            from tooldispatch.proxy.wire import wire_events
-
             if self._transport is None:
-                from tooldispatch.proxy.wire import transport_for
-
                 self._transport = transport_for(self.backend.base_url, timeout_s=self.timeout_s, headers=self._headers)
             return wire_events(self.backend, self._transport, request, stream=stream)
         return self.backend.stream(request)

@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 import openai
@@ -27,6 +27,8 @@ from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
 from tooldispatch.errors import ProviderError
 from tooldispatch.proxy.http1 import DRAIN_S, Http1Pool, Reply, UpstreamError, UpstreamTimeout
+
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)  # built once: json.dumps with options builds one per call
 
 
 def error_context(backend: OpenAICompatBackend) -> ErrorContext:
@@ -52,7 +54,7 @@ def request_json(backend: OpenAICompatBackend, request: ChatRequest, *, stream: 
     """The body the backend would send, as JSON bytes (fields set to ``openai.Omit`` left out)."""
     kwargs, extra = backend.request_body(request, stream=stream)
     body: dict[str, Any] = {**kwargs, **extra, "stream": stream}
-    return json.dumps({k: v for k, v in body.items() if not isinstance(v, openai.Omit)}, ensure_ascii=False).encode()
+    return _ENCODER.encode({k: v for k, v in body.items() if not isinstance(v, openai.Omit)}).encode()
 
 
 def _json_or_text(raw: bytes) -> object:
@@ -158,7 +160,6 @@ async def wire_events(
         RateLimited: HTTP 429.
         ProviderError: any other error status, an error inside a 200 stream, or a payload that is not JSON.
     """
-    ctx = error_context(backend)
     url = f"{backend.base_url}/chat/completions"
     body = request_json(backend, request, stream=stream)
     received = False
@@ -172,7 +173,7 @@ async def wire_events(
             raw = await reply.read()
             response = httpx2.Response(reply.status, headers=reply.headers, request=httpx2.Request("POST", url))
             error = openai.APIStatusError(f"HTTP {reply.status}", response=response, body=_json_or_text(raw))
-            raise translate_error(error, ctx) from None
+            raise translate_error(error, error_context(backend)) from None
         if not stream:
             raw = await reply.read()
             try:
@@ -195,7 +196,8 @@ async def wire_events(
             except ValueError:
                 raise _not_json("a stream chunk", data) from None
             if isinstance(chunk, dict) and chunk.get("error"):
-                raise translate_error(_stream_error(chunk["error"], httpx2.Request("POST", url)), ctx) from None
+                failed = _stream_error(chunk["error"], httpx2.Request("POST", url))
+                raise translate_error(failed, error_context(backend)) from None
             received = True
             for event in normalizer.feed(chunk):
                 yield event
@@ -204,11 +206,11 @@ async def wire_events(
     except UpstreamTimeout as exc:
         timeout = openai.APITimeoutError(request=httpx2.Request("POST", url))
         timeout.__cause__ = exc
-        raise translate_error(timeout, ctx, mid_stream=received) from timeout
+        raise translate_error(timeout, error_context(backend), mid_stream=received) from timeout
     except UpstreamError as exc:
-        failed = openai.APIConnectionError(request=httpx2.Request("POST", url))
-        failed.__cause__ = exc
-        raise translate_error(failed, ctx, mid_stream=received) from failed
+        broken = openai.APIConnectionError(request=httpx2.Request("POST", url))
+        broken.__cause__ = exc
+        raise translate_error(broken, error_context(backend), mid_stream=received) from broken
     finally:
         if reply is not None:
             await reply.close()

@@ -346,3 +346,16 @@ async def test_connection_dropped_mid_stream_says_so(wire_server: WireServer) ->
     assert str(info.value).startswith(
         f"the connection to the llama-server endpoint at {wire_server.url} dropped in the middle of the answer ("
     )
+
+
+def test_tool_prompt_follows_the_tools_given() -> None:
+    """render_tools answers each tuple with its own text: a kept text is never given for other tools."""
+    backend = OpenAICompatBackend(base_url="http://127.0.0.1:9/v1", model="m", dialect="llama-server")
+    first = backend.render_tools((WEATHER,))
+    other = ToolSpec(name="get_time", parameters={"type": "object", "properties": {}})
+    assert first == get_format("hermes").system([WEATHER])
+    assert backend.render_tools((WEATHER, other)) == get_format("hermes").system([WEATHER, other])
+    assert backend.render_tools([other]) == get_format("hermes").system([other])
+    renamed = ToolSpec(name="get_forecast", description=WEATHER.description, parameters=WEATHER.parameters)
+    assert backend.render_tools((renamed,)) == get_format("hermes").system([renamed])
+    assert backend.render_tools((WEATHER,)) == first

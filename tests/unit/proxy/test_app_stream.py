@@ -1,4 +1,4 @@
-"""What the proxy's streamed response writes, seen at the ASGI boundary (no server, a scripted backend)."""
+"""What the proxy's chat route reads and writes, seen at the ASGI boundary (no server, a scripted backend)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
-from tooldispatch.proxy import Limits, Proxy, Upstream, build_app
+from tooldispatch.proxy import Limits, Proxy, Recorder, Upstream, build_app
+from tooldispatch.store import Store
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -14,8 +15,11 @@ WEATHER: dict[str, Any] = {
 }
 
 
-async def _call(app: Any, body: dict[str, Any], send: Any = None) -> list[dict[str, Any]]:
-    """Run one request through the ASGI app; every message it sends, in order (or each given to ``send``)."""
+async def _call(
+    app: Any, body: dict[str, Any], send: Any = None, *, headers: list[tuple[bytes, bytes]] | None = None
+) -> list[dict[str, Any]]:
+    """Run one request through the ASGI app (its body in two parts, ``headers`` added to the content type and
+    length); every message it sends, in order (or each given to ``send``)."""
     data = json.dumps(body).encode()
     scope = {
         "type": "http",
@@ -27,11 +31,18 @@ async def _call(app: Any, body: dict[str, Any], send: Any = None) -> list[dict[s
         "raw_path": b"/v1/chat/completions",
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+            *(headers or []),
+        ],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 2),
     }
-    received = [{"type": "http.request", "body": data, "more_body": False}]
+    received = [
+        {"type": "http.request", "body": data[:10], "more_body": True},
+        {"type": "http.request", "body": data[10:], "more_body": False},
+    ]
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -114,3 +125,40 @@ async def test_client_gone_before_the_first_write_still_closes_the_upstream_stre
     await _call(app, body, send=failing)
     assert [m["type"] for m in sent] == ["http.response.start"]
     assert closed == [True]
+
+
+async def test_non_streamed_answer_from_a_body_in_parts_and_a_bearer_key() -> None:
+    """A body that arrives in parts is read whole; the key is read from the Authorization header."""
+    backend = ScriptedBackend([ScriptedTurn(content='<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>')])
+    upstream = Upstream(backend=backend, model="s", label="s", quant="q", mode="in-process")
+    body = {"model": "s", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER]}
+    sent = await _call(
+        build_app(Proxy(upstream, Limits(), api_key="k-1")), body, headers=[(b"authorization", b"Bearer k-1")]
+    )
+    assert sent[0]["status"] == 200
+    answer = json.loads(sent[1]["body"])
+    assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    refused = await _call(
+        build_app(Proxy(upstream, Limits(), api_key="k-1")), body, headers=[(b"authorization", b"Bearer k-2")]
+    )
+    assert refused[0]["status"] == 401
+
+
+async def test_client_gone_before_its_body_is_counted_as_disconnected(tmp_path: Any) -> None:
+    """A client that goes away before its body arrives is counted as 499 client_disconnected, not a failure."""
+    store = Store(tmp_path / "s.db")
+    recorder = Recorder(store)
+    upstream = Upstream(backend=ScriptedBackend([]), model="s", label="s", quant="q", mode="in-process")
+    app = build_app(Proxy(upstream, Limits(), recorder=recorder))
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [], "query_string": b""}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    await app(scope, receive, send)
+    recorder.flush()
+    assert store.fetchone("SELECT status, error FROM proxy_requests") == (499, "client_disconnected")
+    store.close()

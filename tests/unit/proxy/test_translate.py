@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tooldispatch.proxy.errors import ProxyError
-from tooldispatch.proxy.translate import Limits, completion_json, read_request
+from tooldispatch.proxy.translate import Limits, ToolCache, completion_json, read_request
 from tooldispatch.types import ToolCall
 
 WEATHER = {
@@ -178,3 +178,92 @@ def test_completion_carries_native_calls_content_and_both_reasoning_fields() -> 
     plain = completion_json(model="m", content="hi", reasoning="", calls=[], finish_reason=None, usage=None)
     assert plain["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
     assert plain["choices"][0]["finish_reason"] == "stop"
+
+
+def test_tool_cache_gives_the_same_specs_for_the_same_list() -> None:
+    """A tools list sent again (a new, equal body) gets the very ToolSpec tuple checked the first time."""
+    cache = ToolCache()
+    first = read_request({"messages": ASK, "tools": [WEATHER]}, limits=Limits(), constrained=False, tool_cache=cache)
+    again = read_request(
+        json.loads(json.dumps({"messages": ASK, "tools": [WEATHER]})),
+        limits=Limits(),
+        constrained=False,
+        tool_cache=cache,
+    )
+    assert again.tools is first.tools
+    assert len(cache) == 1
+
+
+def test_tool_cache_checks_a_changed_list_afresh() -> None:
+    """Any change in any tool (description, a schema keyword, a new tool) is a new entry with its own specs."""
+    cache = ToolCache()
+    first = cache.check([WEATHER], max_tools=8)
+    described = json.loads(json.dumps(WEATHER))
+    described["function"]["description"] = "Weather now."
+    narrowed = json.loads(json.dumps(WEATHER))
+    narrowed["function"]["parameters"]["properties"]["city"]["maxLength"] = 40
+    other = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+    assert cache.check([described], max_tools=8)[0].description == "Weather now."
+    assert cache.check([narrowed], max_tools=8)[0].parameters["properties"]["city"] == {
+        "type": "string",
+        "maxLength": 40,
+    }
+    assert [t.name for t in cache.check([WEATHER, other], max_tools=8)] == ["get_weather", "get_time"]
+    assert first[0].description == "Current weather for a city." and "maxLength" not in str(first[0].parameters)
+    assert len(cache) == 4
+
+
+def test_tool_cache_never_keeps_a_rejected_list() -> None:
+    """A list that fails its check is rejected every time it comes, also after a good list with the same name."""
+    cache = ToolCache()
+    cache.check([WEATHER], max_tools=8)
+    broken = json.loads(json.dumps(WEATHER))
+    broken["function"]["parameters"]["properties"]["city"]["type"] = "town"
+    for _ in range(2):
+        with pytest.raises(ProxyError) as info:
+            cache.check([broken], max_tools=8)
+        assert info.value.status == 400 and "get_weather" in info.value.message
+    assert len(cache) == 1
+
+
+def test_tool_cache_still_bounds_the_tool_count() -> None:
+    """A list checked under a higher max_tools is still refused when over the request's bound."""
+    cache = ToolCache()
+    cache.check([WEATHER], max_tools=8)
+    with pytest.raises(ProxyError) as info:
+        cache.check([WEATHER], max_tools=0)
+    assert "at most 0" in info.value.message
+
+
+def test_tool_cache_specs_do_not_share_the_request_body() -> None:
+    """The cached specs are built from a copy of the list: changing the first request's body changes no spec."""
+    cache = ToolCache()
+    sent = json.loads(json.dumps([WEATHER]))
+    specs = cache.check(sent, max_tools=8)
+    sent[0]["function"]["parameters"]["properties"]["city"]["type"] = "integer"
+    assert specs[0].parameters["properties"]["city"] == {"type": "string"}
+    assert cache.check([WEATHER], max_tools=8) is specs
+
+
+def test_tool_cache_is_bounded() -> None:
+    """At most max_entries lists are kept (the oldest goes), and a list over max_bytes as a key is not kept."""
+    cache = ToolCache(max_entries=2, max_bytes=400)
+    lists = [[{"type": "function", "function": {"name": f"tool_{i}"}}] for i in range(3)]
+    kept = [cache.check(tools, max_tools=8) for tools in lists]
+    assert len(cache) == 2
+    assert cache.check(lists[2], max_tools=8) is kept[2]
+    assert cache.check(lists[0], max_tools=8) is not kept[0]
+    big = [{"type": "function", "function": {"name": "big", "description": "x" * 500}}]
+    assert cache.check(big, max_tools=8)[0].name == "big"
+    assert cache.check(big, max_tools=8) is not cache.check(big, max_tools=8)
+
+
+def test_tool_cache_tells_json_values_of_equal_python_value_apart() -> None:
+    """1, 1.0 and true in a schema are different lists to the cache (Python finds them equal, JSON Schema does not)."""
+    cache = ToolCache()
+    forms = []
+    for value in (1, 1.0, True):
+        tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "const_x": value}}}
+        forms.append(cache.check([tool], max_tools=8)[0].parameters["const_x"])
+    assert [type(v) for v in forms] == [int, float, bool]
+    assert len(cache) == 3
