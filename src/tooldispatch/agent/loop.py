@@ -125,8 +125,9 @@ def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict
     return message
 
 
-def _call_key(call: ToolCall) -> str:
-    return json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+def _call_key(name: str | None, arguments: Any) -> str:
+    """One text per call: its name and arguments (keys sorted), to find the same call again."""
+    return json.dumps([name, arguments], sort_keys=True, default=str)
 
 
 def _tool_message(run: ToolRun, repeat_of: int | None = None) -> dict[str, Any]:
@@ -488,7 +489,7 @@ class Agent:
         dropped: list[ToolCall] = []
         refused: list[tuple[ToolCall, dict[str, Any]]] = []
         for cand in outcome.rejected:
-            key = json.dumps([cand.name, cand.arguments], sort_keys=True, default=str)
+            key = _call_key(cand.name, cand.arguments)
             if not answerable(cand, self._tool_map) or key in seen:
                 continue
             seen.add(key)
@@ -596,7 +597,7 @@ class Agent:
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
                         continue
-                    key = _call_key(tool_run.call)
+                    key = _call_key(tool_run.call.name, tool_run.call.arguments)
                     repeat = succeeded.get(key) if self.answer_tool and tool_run.result.status == "ok" else None
                     messages.append(_tool_message(tool_run, repeat))
                     if tool_run.result.status == "ok":
