@@ -23,11 +23,12 @@ from tooldispatch.bench.summary import CellSummary, QuantDifference, quant_diffe
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """Every cell's summary and the quantization differences of a run.
+    """Every cell's summary and the paired differences of a run.
 
     Attributes:
         cells: per-cell summaries, in the order cells first appear.
-        differences: each quantization of a model against that model's first cell.
+        differences: each quantization of a model against that model's first cell, and each constrained cell
+            against the same file unconstrained.
         meta: what the run was asked to do.
     """
 
@@ -200,7 +201,12 @@ def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -
         ),
     )
     if summary.differences:
-        out += ["## Differences between quantizations (paired by case and seed; pp, 95 % CI)", ""]
+        out += ["## Paired differences (by case and seed; pp, 95 % CI)", ""]
+        out += [
+            "Each quantization of a model against its first cell in the same engine and decoding mode; each "
+            "constrained cell against the same file decoded freely.",
+            "",
+        ]
         labels = {c.cell: c.label for c in cells}
         rows = []
         for d in summary.differences:

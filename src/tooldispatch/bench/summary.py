@@ -152,12 +152,13 @@ def summarize_cell(cell: str, rows: Sequence[tuple[OutputRecord, ScoredOutput]])
 
 @dataclass(frozen=True, slots=True)
 class QuantDifference:
-    """Accuracy of one quantization minus another's, for one model, per mode, paired by case and seed.
+    """Accuracy of one cell minus another's, for one model, per mode, paired by case and seed: two quantizations,
+    or one file decoded with and without a grammar.
 
     Attributes:
         model: the model.
-        a: the cell key of the first quantization.
-        b: the cell key of the reference quantization.
+        a: the cell key compared.
+        b: the cell key of the reference (the model's first quantization, or the unconstrained cell).
         accuracy: per mode, the paired difference in AST accuracy (cases that expect calls).
         false_positive: per mode, the paired difference in false-positive rate.
     """
@@ -180,26 +181,37 @@ class QuantDifference:
 
 
 def quant_differences(by_cell: Mapping[str, Sequence[ScoredOutput]]) -> list[QuantDifference]:
-    """Differences between every quantization of a model and that model's first (reference) cell."""
+    """Paired differences: every quantization of a model against that model's first (reference) cell, and every
+    constrained cell against the same file decoded freely.
+
+    Quantizations are compared within one backend, parse mode and decoding mode; a constrained cell is compared
+    with the unconstrained cell of the same backend, model, quantization and parse mode, when the run has one.
+    """
     groups: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     for key in by_cell:
         c = Cell.from_key(key)
         groups[(c.backend, c.model, c.parse_mode, c.mode)].append(key)
-    out: list[QuantDifference] = []
-    for (_, model, _, _), keys in groups.items():
-        reference = keys[0]
-        for other in keys[1:]:
-            acc: dict[str, Difference] = {}
-            fp: dict[str, Difference] = {}
-            for mode in MODES:
-                a_acc = _outcomes(by_cell[other], mode, no_call=False)
-                b_acc = _outcomes(by_cell[reference], mode, no_call=False)
-                acc[mode] = paired_difference(a_acc, b_acc)
-                a_fp = _outcomes(by_cell[other], mode, no_call=True)
-                b_fp = _outcomes(by_cell[reference], mode, no_call=True)
-                fp[mode] = paired_difference(a_fp, b_fp)
-            out.append(QuantDifference(model=model, a=other, b=reference, accuracy=acc, false_positive=fp))
-    return out
+    pairs = [(keys[0], other) for keys in groups.values() for other in keys[1:]]
+    for key in by_cell:
+        c = Cell.from_key(key)
+        free = f"{c.backend}|{c.model}@{c.quant}|{c.parse_mode}|free"
+        if c.constrained and free in by_cell:
+            pairs.append((free, key))
+    return [_difference(by_cell, reference, other) for reference, other in pairs]
+
+
+def _difference(by_cell: Mapping[str, Sequence[ScoredOutput]], reference: str, other: str) -> QuantDifference:
+    acc: dict[str, Difference] = {}
+    fp: dict[str, Difference] = {}
+    for mode in MODES:
+        a_acc = _outcomes(by_cell[other], mode, no_call=False)
+        b_acc = _outcomes(by_cell[reference], mode, no_call=False)
+        acc[mode] = paired_difference(a_acc, b_acc)
+        a_fp = _outcomes(by_cell[other], mode, no_call=True)
+        b_fp = _outcomes(by_cell[reference], mode, no_call=True)
+        fp[mode] = paired_difference(a_fp, b_fp)
+    model = Cell.from_key(other).model
+    return QuantDifference(model=model, a=other, b=reference, accuracy=acc, false_positive=fp)
 
 
 def _outcomes(scored: Iterable[ScoredOutput], mode: str, *, no_call: bool) -> dict[tuple[str, int], bool]:

@@ -114,7 +114,8 @@ def test_quantization_differences_are_paired(tmp_path: Path) -> None:
 
 
 def test_differences_compare_quantizations_within_one_decoding_mode() -> None:
-    """Cells of one model in different constrained modes are never set against each other as quantizations."""
+    """Cells of one model in different constrained modes are never set against each other as quantizations; each
+    constrained cell is set against the same quantization decoded freely, and only that one."""
     records = _corpus()
     for mode in ("constrained", "constrained-required"):
         for r in _corpus():
@@ -123,7 +124,33 @@ def test_differences_compare_quantizations_within_one_decoding_mode() -> None:
                 r.constrained = True
                 records.append(r)
     pairs = [(d.a, d.b) for d in summarize(records).differences]
-    assert pairs == [("llamacpp|m@Q4_0|client|free", "llamacpp|m@Q4_1|client|free")]
+    assert pairs == [
+        ("llamacpp|m@Q4_0|client|free", "llamacpp|m@Q4_1|client|free"),
+        ("llamacpp|m@Q4_1|client|constrained", "llamacpp|m@Q4_1|client|free"),
+        ("llamacpp|m@Q4_1|client|constrained-required", "llamacpp|m@Q4_1|client|free"),
+    ]
+
+
+def test_constrained_cell_is_paired_with_the_same_file_decoded_freely(tmp_path: Path) -> None:
+    """Constrained Q4_1 where every call case is GOOD, against free Q4_1 (3 GOOD of 6): strict +3/6 on the same
+    cases; no constrained cell of another quantization, no pair."""
+    records = _corpus()
+    for r in _corpus():
+        if r.quant == "Q4_1":
+            r.cell = r.cell.replace("|free", "|constrained")
+            r.constrained = True
+            if r.case["category"] != "irrelevance":
+                r.text = GOOD
+            records.append(r)
+    summary = summarize(records)
+    [_, diff] = summary.differences
+    assert (diff.a, diff.b) == ("llamacpp|m@Q4_1|client|constrained", "llamacpp|m@Q4_1|client|free")
+    assert round(diff.accuracy["strict"].value, 6) == round(6 / 6 - 3 / 6, 6)
+    assert diff.accuracy["strict"].n == 6
+    assert diff.false_positive["repair"].value == 0.0
+    write_report(summary, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| m@Q4_1 [constrained] − m@Q4_1 | accuracy | " in md
 
 
 def test_cells_that_share_a_name_are_told_apart_by_backend(tmp_path: Path) -> None:
