@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tooldispatch.bench.corpus import Cell, OutputRecord
@@ -194,7 +194,7 @@ def quant_differences(by_cell: Mapping[str, Sequence[ScoredOutput]]) -> list[Qua
     pairs = [(keys[0], other) for keys in groups.values() for other in keys[1:]]
     for key in by_cell:
         c = Cell.from_key(key)
-        free = f"{c.backend}|{c.model}@{c.quant}|{c.parse_mode}|free"
+        free = replace(c, constrained=False, tool_choice="auto").key
         if c.constrained and free in by_cell:
             pairs.append((free, key))
     return [_difference(by_cell, reference, other) for reference, other in pairs]
