@@ -11,7 +11,12 @@ loop, see ``executor``):
    (``awaiting_approval``, persisted, resumed by ``approve``);
 5. the in-flight idempotency record is committed, and the quota counted, just before invocation;
 6. execution under the tool's timer (started at invocation), with retries as ``retry.decide`` allows;
-7. the result is serialized to JSON, bounded for the model, stored in full, and traced.
+7. the result is serialized to JSON, bounded for the model, stored in full, and traced;
+8. a successful side-effecting call ends what it made untrue: the stored results and pending compensations of
+   earlier calls, in any session, that acted on the same thing (``saga.resource_of``). A call whose effect was
+   undone (its compensation ran on the same identifying arguments, called by the model or by a rollback) or
+   replaced (another call acting on the same thing) therefore runs again instead of replaying, and a rollback
+   never runs an inverse for an effect that no longer stands. The trace lists them (``extra["supersedes"]``).
 
 Compensations (``rollback`` and a failure in a saga) skip resource admission: undoing must not be
 blocked by a quota, stale state or an approval queue.
@@ -43,7 +48,7 @@ from tooldispatch.dispatch.metrics import MetricsReport, report
 from tooldispatch.dispatch.registry import Registry, ToolDef
 from tooldispatch.dispatch.result import DispatchResult, Status, error_envelope
 from tooldispatch.dispatch.retry import Phase, decide, is_permanent, phase_of
-from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, compensation_key, inverse_args
+from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, compensation_key, inverse_args, resource_of
 from tooldispatch.dispatch.state import PendingApproval, State
 from tooldispatch.dispatch.trace import DispatchTrace, mask
 from tooldispatch.dispatch.validate import MAX_DEPTH, escape_surrogates, unreadable, validate_args
@@ -617,8 +622,14 @@ class Dispatcher:
         shown = bound(text, tool.result_max_chars, call.trace_id)
         call.bounded_chars = shown.omitted
         now = self.clock.time()
+        resource = resource_of(self.registry, tool, call.args, value) if tool.side_effecting else None
         if call.idem_key is not None:
-            self._idem.complete(call.idem_key, status="ok", reason=None, content=shown.text)
+            self._idem.complete(call.idem_key, status="ok", reason=None, content=shown.text, resource=resource)
+        supersedes: list[str] = []
+        if resource is not None:
+            # Before this call's own saga entry exists: it ends the entries of earlier calls only.
+            supersedes = self._idem.supersede(resource, keep=call.idem_key)
+            supersedes += self._saga.supersede(resource, tool=tool.name, trace_id=call.trace_id)
         if tool.refreshes:
             self._state.stamp_fresh(call.session_id, tool.refreshes, now)
         if tool.compensate and call.compensation is None:
@@ -630,9 +641,13 @@ class Dispatcher:
                 inverse_tool=inverse.name,
                 args=inverse_args(inverse, call.args, value),
                 idempotency_key=call.idem_key,
+                resource=resource,
                 now=now,
             )
-        return self._finish(call, "ok", None, shown.text, full=text if shown.bounded else None, value=value)
+        extra = {"supersedes": sorted(set(supersedes))} if supersedes else None
+        return self._finish(
+            call, "ok", None, shown.text, full=text if shown.bounded else None, value=value, extra=extra
+        )
 
     async def _fail(self, call: Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
         reason, message, suggestion, recoverable = describe_failure(tool, error, phase)
@@ -664,7 +679,13 @@ class Dispatcher:
             elif isinstance(error, ToolTimeout | ChildProcessDied):
                 self._idem.mark_unknown(call.idem_key, reason=reason, content=content)
             else:
-                self._idem.complete(call.idem_key, status="error", reason=reason, content=content)
+                self._idem.complete(
+                    call.idem_key,
+                    status="error",
+                    reason=reason,
+                    content=content,
+                    resource=resource_of(self.registry, tool, call.args),
+                )
         extra = {"compensations": [r.trace.id for r in compensations]} if compensations else None
         return self._finish(
             call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra

@@ -9,6 +9,13 @@
 - The same key with different full arguments is an error (``idempotency_mismatch``).
 - Failures before execution, and permanent refusals by the tool (4xx), are not stored.
 
+A replay says the call's effect was made and still stands, so a completed record lasts only while the
+dispatcher has run nothing since that changed the same thing: each record keeps what its call acted on
+(``saga.resource_of``), and a later successful call acting on the same resource, in any session, ends it
+(``supersede``): the compensation run by the model or by a rollback, the forward call again, or another
+tool declaring the same ``acts_on``. The next identical call then runs, and the tool answers from the world.
+In-flight and outcome-unknown records are never ended this way.
+
 The in-flight record is committed before the tool is invoked, so a process killed mid-call leaves a
 record that a restarted process reports as a conflict.
 """
@@ -155,13 +162,28 @@ class IdempotencyStore:
             "UPDATE idempotency SET expires_at = ? WHERE key = ? AND expires_at < ?", (expires_at, key, expires_at)
         )
 
-    def complete(self, key: str, *, status: str, reason: str | None, content: str) -> None:
-        """Store the result to replay (if a server crash loses it, the call reads as outcome unknown: safe)."""
+    def complete(self, key: str, *, status: str, reason: str | None, content: str, resource: str | None = None) -> None:
+        """Store the result to replay, and what the call acted on (if a server crash loses it, the call reads
+        as outcome unknown: safe)."""
         self._store.execute(
-            "UPDATE idempotency SET state = 'completed', status = ?, reason = ?, content = ? WHERE key = ?",
-            (status, reason, content, key),
+            "UPDATE idempotency SET state = 'completed', status = ?, reason = ?, content = ?, resource = ? "
+            "WHERE key = ?",
+            (status, reason, content, resource, key),
             durable=False,
         )
+
+    def supersede(self, resource: str, *, keep: str | None) -> list[str]:
+        """Forget the completed records, in any session, of calls that acted on ``resource``, all but ``keep``:
+        a later call changed that thing, so their stored results no longer describe the world.
+
+        Returns:
+            The trace ids of the calls whose records were forgotten.
+        """
+        rows = self._store.fetchall(
+            "DELETE FROM idempotency WHERE resource = ? AND state = 'completed' AND key <> ? RETURNING trace_id",
+            (resource, keep or ""),
+        )
+        return [str(r[0]) for r in rows]
 
     def mark_unknown(self, key: str, *, reason: str, content: str) -> None:
         """The call may have taken effect (timeout, crash of a child process): later calls conflict."""

@@ -11,10 +11,11 @@ Execution properties are tri-state. ``None`` means undeclared and takes the cons
 
 Registration refuses what cannot be dispatched safely (each ``RegistrationError`` says what to change):
 contradictory properties (read-only and destructive, read-only with a compensation or idempotency
-fields), quota or idempotency fields that are not parameters, a quota ``per`` field that is not required,
-process isolation for a function a child process cannot import, non-positive timeouts, schemas that
-are not valid JSON Schema objects, and duplicate or malformed names. References between tools
-(``compensate``, ``requires_fresh_state``) are checked by ``Registry.check`` when a ``Dispatcher`` is built.
+fields or ``acts_on``), quota or idempotency fields that are not parameters, a quota ``per`` field or an
+``acts_on`` field that is not required, process isolation for a function a child process cannot import,
+non-positive timeouts, schemas that are not valid JSON Schema objects, and duplicate or malformed names. References between tools
+(``compensate`` and its ``acts_on``, ``requires_fresh_state``) are checked by ``Registry.check`` when a
+``Dispatcher`` is built.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class ToolDef:
         quota: an invocation limit.
         compensate: name of the inverse tool (saga).
         idempotency_fields: the arguments that identify the side effect (``None``: all arguments).
+        acts_on: the arguments naming the thing the side effect changes (``None``: derived from ``compensate``,
+            see ``saga.resource_of``); the same argument name means the same kind of thing in every tool.
         idempotency_ttl_s: how long an idempotency record is kept.
         timeout_s: the per-call budget, measured from invocation.
         max_attempts: attempts including the first (retries only where the retry policy allows).
@@ -111,6 +114,7 @@ class ToolDef:
     quota: Quota | None = None
     compensate: str | None = None
     idempotency_fields: tuple[str, ...] | None = None
+    acts_on: tuple[str, ...] | None = None
     idempotency_ttl_s: float = 3600.0
     timeout_s: float = 30.0
     max_attempts: int = 2
@@ -225,6 +229,7 @@ class Registry:
         quota: Mapping[str, Any] | Quota | None = None,
         compensate: str | None = None,
         idempotency_fields: Sequence[str] | None = None,
+        acts_on: Sequence[str] | None = None,
         idempotency_ttl_s: float = 3600.0,
         timeout_s: float = 30.0,
         max_attempts: int = 2,
@@ -253,6 +258,10 @@ class Registry:
             quota: ``{"limit": n}`` per session or ``{"limit": n, "per": "<argument>"}`` per resource.
             compensate: the inverse tool, run on rollback with arguments derived from this call.
             idempotency_fields: arguments that identify the side effect (default: all arguments).
+            acts_on: required arguments naming the thing the side effect changes (an order's ``order_id``). A
+                successful call ends the stored results of earlier calls that acted on the same values, so they
+                run again instead of replaying (see ``Dispatcher``). Default: a tool and its ``compensate``
+                inverse act on the inverse's identifying arguments.
             idempotency_ttl_s: lifetime of idempotency records.
             timeout_s: per-call budget from invocation.
             max_attempts: attempts including the first.
@@ -286,6 +295,7 @@ class Registry:
         fresh = _fresh(where, requires_fresh_state)
         quota_def = _quota(where, quota)
         ident = tuple(idempotency_fields) if idempotency_fields is not None else None
+        acted = tuple(acts_on) if acts_on is not None else None
         props = final_schema.get("properties") or {}
         required = set(final_schema.get("required") or [])
         if read_only is True and destructive is True:
@@ -300,6 +310,17 @@ class Registry:
             unknown = [f for f in ident if f not in props]
             if unknown:
                 raise RegistrationError(f"{where}: idempotency_fields {unknown} are not parameters of the schema")
+        if acted is not None:
+            if read_only is True:
+                raise RegistrationError(f"{where}: a read-only tool changes nothing; drop acts_on=")
+            if not acted:
+                raise RegistrationError(f"{where}: acts_on is empty; omit it when the tool names no such thing")
+            loose = [f for f in acted if f not in required]
+            if loose:
+                raise RegistrationError(
+                    f"{where}: acts_on {loose} must be required parameters of the schema, else a call without "
+                    "them would act on nothing known"
+                )
         if quota_def is not None and quota_def.per is not None:
             if quota_def.per not in props:
                 raise RegistrationError(f"{where}: quota per={quota_def.per!r} is not a parameter of the schema")
@@ -346,6 +367,7 @@ class Registry:
             quota=quota_def,
             compensate=compensate,
             idempotency_fields=ident,
+            acts_on=acted,
             idempotency_ttl_s=float(idempotency_ttl_s),
             timeout_s=float(timeout_s),
             max_attempts=int(max_attempts),
@@ -364,8 +386,8 @@ class Registry:
         """Check references between tools: compensations and refreshers must exist.
 
         Raises:
-            RegistrationError: a ``compensate`` tool is missing or read-only, or no tool ``refreshes`` a
-                state that another tool requires fresh.
+            RegistrationError: a ``compensate`` tool is missing or read-only, or declares other ``acts_on``
+                than the tool it undoes, or no tool ``refreshes`` a state that another tool requires fresh.
         """
         refreshed = {t.refreshes for t in self._tools.values() if t.refreshes}
         for tool in self._tools.values():
@@ -377,6 +399,12 @@ class Registry:
                     )
                 if inverse.read_only is True:
                     raise RegistrationError(f"tool {tool.name!r}: its inverse {inverse.name!r} is read-only")
+                if inverse.acts_on != tool.acts_on:
+                    raise RegistrationError(
+                        f"tool {tool.name!r} acts_on {list(tool.acts_on or [])} but its inverse {inverse.name!r} "
+                        f"acts_on {list(inverse.acts_on or [])}; an effect and its undoing act on the same thing, "
+                        "so declare the same acts_on on both"
+                    )
             fresh = tool.requires_fresh_state
             if fresh is not None and fresh.resource not in refreshed:
                 raise RegistrationError(

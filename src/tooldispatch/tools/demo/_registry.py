@@ -60,6 +60,9 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
     - ``unassign_driver``: destructive (the saga inverse); no approval, so a rollback can run it.
     - ``send_message``: side-effecting, idempotent on ``to`` + ``subject``.
     - ``cancel_order``: destructive; needs a human's approval; undeclared argument keys are always refused.
+    - ``assign_driver``, ``unassign_driver`` and ``cancel_order`` act on the order (``acts_on=["order_id"]``):
+      a successful one ends the stored results and pending compensations of earlier ones on the same order,
+      so an assignment undone or replaced is assigned again rather than replayed.
     - every other tool: ``extra_arguments="ignore"`` (its effect is set by its declared arguments alone).
 
     Args:
@@ -94,6 +97,7 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
         read_only=False,
         destructive=True,
         requires_approval=False,
+        acts_on=["order_id"],
         **common,
     )
     reg.register(
@@ -105,6 +109,7 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
         quota={"limit": 3, "per": "driver_id"},
         requires_fresh_state={"resource": "drivers", "max_age_s": 30},
         compensate="unassign_driver",
+        acts_on=["order_id"],
         **common,
     )
     reg.register(
@@ -125,6 +130,7 @@ def build_registry(world: DemoWorld, registry: Registry | None = None) -> Regist
         read_only=False,
         destructive=True,
         requires_approval=True,
+        acts_on=["order_id"],
         **{**common, "extra_arguments": "forbid"},
     )
     return reg
