@@ -13,9 +13,9 @@ Registration refuses what cannot be dispatched safely (each ``RegistrationError`
 contradictory properties (read-only and destructive, read-only with a compensation or idempotency
 fields or ``acts_on``), quota or idempotency fields that are not parameters, a quota ``per`` field or an
 ``acts_on`` field that is not required, process isolation for a function a child process cannot import,
-non-positive timeouts, schemas that are not valid JSON Schema objects, and duplicate or malformed names. References between tools
-(``compensate`` and its ``acts_on``, ``requires_fresh_state``) are checked by ``Registry.check`` when a
-``Dispatcher`` is built.
+non-positive timeouts, schemas that are not valid JSON Schema objects, and duplicate or malformed names.
+References between tools (``compensate`` and its ``acts_on``, ``requires_fresh_state``) are checked by
+``Registry.check`` when a ``Dispatcher`` is built.
 """
 
 from __future__ import annotations

@@ -108,10 +108,10 @@ class SagaJournal:
         inverse_tool: str,
         args: Mapping[str, Any],
         idempotency_key: str | None,
-        resource: str | None,
         now: float,
+        resource: str | None = None,
     ) -> int:
-        """Add a pending compensation; returns its id."""
+        """Add a pending compensation, with what its call acted on (``resource_of``); returns its id."""
         with self._store.transaction() as conn:
             row = conn.execute(
                 "INSERT INTO saga (session_id, trace_id, tool, inverse_tool, inverse_args, idempotency_key, state, "

@@ -14,7 +14,7 @@ from tooldispatch.dispatch import Dispatcher, ManualClock, Registry
 from tooldispatch.dispatch.idempotency import IdempotencyStore, fingerprint, make_key
 from tooldispatch.dispatch.saga import SagaJournal
 from tooldispatch.dispatch.state import State
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import ConfigError, ToolError
 from tooldispatch.store import MIGRATIONS, StateStore, open_store, register_migration
 
 pytestmark = pytest.mark.integration
@@ -244,6 +244,57 @@ def test_dispatcher_replays_and_orders_traces(store_target: str) -> None:
         assert effects.count == Counter({"o1": 1})
         assert [t.id for t in d.traces(session_id="s")] == [first.trace.id, again.trace.id, looked.trace.id]
         assert [t.id for t in d.traces(session_id="s", limit=2)] == [again.trace.id, looked.trace.id]
+
+
+class _Holds:
+    """One item that a hold takes and a release gives back; each refuses (409) when the item is not as it needs."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.count: Counter[str] = Counter()
+
+    def hold(self, item: str) -> dict[str, Any]:
+        self.count["hold"] += 1
+        if self.held:
+            raise ToolError(f"{item} is already held", retryable=False, status=409)
+        self.held = True
+        return {"item": item, "held": True}
+
+    def release(self, item: str) -> dict[str, Any]:
+        self.count["release"] += 1
+        if not self.held:
+            raise ToolError(f"{item} is not held", retryable=False, status=409)
+        self.held = False
+        return {"item": item, "held": False}
+
+
+def _holds_registry(holds: _Holds) -> Registry:
+    schema = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
+    reg = Registry()
+    reg.register("release", holds.release, schema=schema, read_only=False)
+    reg.register("hold", holds.hold, schema=schema, read_only=False, compensate="release")
+    return reg
+
+
+def test_undo_by_another_worker_ends_the_record_and_the_saga_entry(store_target: str) -> None:
+    """Two workers on one store: b's release ends a's stored hold and its saga entry, so a's repeat runs again
+    and a's rollback undoes only the hold that stands, on SQLite and on PostgreSQL alike."""
+    holds = _Holds()
+    with (
+        Dispatcher(_holds_registry(holds), store=store_target) as a,
+        Dispatcher(_holds_registry(holds), store=store_target) as b,
+    ):
+        first = a.dispatch("hold", {"item": "x"}, session_id="a")
+        undo = b.dispatch("release", {"item": "x"}, session_id="b")
+        assert undo.trace.extra["supersedes"] == [first.trace.id]
+        again = a.dispatch("hold", {"item": "x"}, session_id="a")
+        assert (again.status, again.reason, holds.held) == ("ok", None, True)
+        assert [(e.state, e.compensation_trace_id) for e in a.saga("a")] == [
+            ("compensated", undo.trace.id),
+            ("pending", None),
+        ]
+        assert [(r.trace.tool, r.status) for r in a.rollback("a")] == [("release", "ok")]
+    assert (holds.count, holds.held) == (Counter({"hold": 2, "release": 2}), False)
 
 
 def test_in_flight_record_of_a_dead_worker_is_outcome_unknown(store_target: str) -> None:
