@@ -168,6 +168,7 @@ def _copy(into: Registry, tool: ToolDef, name: str, final: dict[str, str]) -> No
         quota=tool.quota,
         compensate=final.get(tool.compensate, tool.compensate) if tool.compensate else None,
         idempotency_fields=tool.idempotency_fields,
+        acts_on=tool.acts_on,
         idempotency_ttl_s=tool.idempotency_ttl_s,
         timeout_s=tool.timeout_s,
         max_attempts=tool.max_attempts,

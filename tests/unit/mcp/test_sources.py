@@ -144,3 +144,15 @@ def test_load_sources_merges_demo_and_a_file_and_notes_renames_once(tmp_path: Pa
             "tool names found in more than one source are prefixed by their source: "
             "demo__get_order (demo), mytools__get_order (mytools)"
         ]
+
+
+def test_merged_tools_keep_what_they_act_on() -> None:
+    """A merged registry keeps each tool's acts_on, so replays end the same way through the command line."""
+    from tooldispatch.tools.demo import DemoWorld, build_registry
+
+    merged, _, _ = merge([("demo", build_registry(DemoWorld.seed()))])
+    assert {t.name: t.acts_on for t in merged if t.acts_on} == {
+        "assign_driver": ("order_id",),
+        "unassign_driver": ("order_id",),
+        "cancel_order": ("order_id",),
+    }
