@@ -297,6 +297,46 @@ def test_undo_by_another_worker_ends_the_record_and_the_saga_entry(store_target:
     assert (holds.count, holds.held) == (Counter({"hold": 2, "release": 2}), False)
 
 
+def test_records_from_before_core_0004_replay_and_roll_back(store_target: str) -> None:
+    """A store written before core_0004_resource migrates on opening; its stored hold still replays, its saga
+    entry still rolls back (releasing the key), and the hold then runs again."""
+    holds = _Holds()
+    tool = _holds_registry(holds)["hold"]
+    args = {"item": "x"}
+    key = make_key("a", tool, args)
+    saved = MIGRATIONS[:]
+    MIGRATIONS[:] = [m for m in saved if m.name != "core_0004_resource"]
+    try:
+        old = open_store(store_target)
+        assert (
+            IdempotencyStore(old).claim(
+                key, session_id="a", tool="hold", fp=fingerprint(args), trace_id="t-old", now=time.time(), ttl_s=3600.0
+            )
+            is None
+        )
+        old.execute(
+            "UPDATE idempotency SET state = 'completed', status = 'ok', content = ? WHERE key = ?",
+            ('{"item": "x", "held": true}', key),
+        )
+        old.execute(
+            "INSERT INTO saga (session_id, trace_id, tool, inverse_tool, inverse_args, idempotency_key, state, "
+            "created_at) VALUES ('a', 't-old', 'hold', 'release', ?, ?, 'pending', ?)",
+            ('{"item": "x"}', key, time.time()),
+        )
+        old.close()
+    finally:
+        MIGRATIONS[:] = saved
+    holds.held = True  # the effect the old record describes
+    with Dispatcher(_holds_registry(holds), store=store_target) as d:
+        assert d.store.check().ok
+        replay = d.dispatch("hold", args, session_id="a")
+        assert (replay.status, replay.reason) == ("ok", "idempotent_replay")
+        assert [(r.trace.tool, r.status) for r in d.rollback("a")] == [("release", "ok")]
+        again = d.dispatch("hold", args, session_id="a")
+        assert (again.status, again.reason, holds.held) == ("ok", None, True)
+    assert holds.count == Counter({"hold": 1, "release": 1})
+
+
 def test_in_flight_record_of_a_dead_worker_is_outcome_unknown(store_target: str) -> None:
     """A claim committed by a worker that died before completing makes another worker refuse the call."""
     effects = _Effects()
