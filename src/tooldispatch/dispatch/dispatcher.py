@@ -12,11 +12,9 @@ loop, see ``executor``):
 5. the in-flight idempotency record is committed, and the quota counted, just before invocation;
 6. execution under the tool's timer (started at invocation), with retries as ``retry.decide`` allows;
 7. the result is serialized to JSON, bounded for the model, stored in full, and traced;
-8. a successful side-effecting call ends what it made untrue: the stored results and pending compensations of
-   earlier calls, in any session, that acted on the same thing (``saga.resource_of``). A call whose effect was
-   undone (its compensation ran on the same identifying arguments, called by the model or by a rollback) or
-   replaced (another call acting on the same thing) therefore runs again instead of replaying, and a rollback
-   never runs an inverse for an effect that no longer stands. The trace lists them (``extra["supersedes"]``).
+8. a successful side-effecting call ends the stored results and pending compensations of earlier calls, in any
+   session, that acted on the same thing (``saga.resource_of``; listed in the trace's ``extra["supersedes"]``):
+   an effect undone or replaced is run again, not replayed, and never compensated twice.
 
 Compensations (``rollback`` and a failure in a saga) skip resource admission: undoing must not be
 blocked by a quota, stale state or an approval queue.
