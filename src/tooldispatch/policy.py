@@ -32,6 +32,7 @@ from typing import Any
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.toolspec import ToolSpec
+from tooldispatch.types import RepairLevel
 
 __all__ = ["ToolPolicy", "ToolRule", "load_policy"]
 
@@ -85,7 +86,7 @@ class ToolPolicy:
         for spec in specs:
             rule = self.rule_for(spec.name)
             if rule is not None:
-                level = "bounded" if rule.read_only else "lossless"
+                level: RepairLevel = "bounded" if rule.read_only else "lossless"
                 if spec.repair != level:
                     spec = dataclasses.replace(spec, repair=level)
             out.append(spec)
