@@ -25,13 +25,15 @@ class ToolSpec:
         repair: how much the parser may repair a call to this tool, and where it may find one: ``bounded``
             (read-only tools: near-match repairs, and a call recovered from running text), ``lossless`` or
             ``none`` (side-effecting tools: lossless repairs only, and only calls in a delimited form).
-            ``Registry.specs()`` fills it from the tool's metadata; declarations given as dicts get ``bounded``.
+            ``Registry.specs()`` fills it from the tool's metadata. A declaration given as a dict says nothing
+            about side effects, so it gets ``lossless``: what is not declared read-only is treated as
+            side-effecting (a policy file declares such tools: ``tooldispatch.policy``).
     """
 
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-    repair: RepairLevel = "bounded"
+    repair: RepairLevel = "lossless"
 
     @property
     def properties(self) -> Mapping[str, Any]:

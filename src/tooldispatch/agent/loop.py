@@ -99,6 +99,7 @@ ANSWER_TOOL = ToolSpec(
         "required": ["answer"],
         "additionalProperties": False,
     },
+    repair="bounded",  # declared read-only: it changes nothing (never dispatched)
 )
 """The agent's own tool with ``answer_tool=True``: a call to it is the run's final answer (its ``answer``), never
 dispatched. Small models that keep calling tools after the result they needed often call it instead."""

@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.policy import ToolPolicy
 from tooldispatch.toolspec import ToolSpec
 
 BFCL_VERSION = "2026.3.23"
@@ -130,6 +131,12 @@ def to_json_schema(schema: Any) -> Any:
         else:
             out[key] = value
     return out
+
+
+BFCL_POLICY: Final = ToolPolicy.read_only(
+    why="BFCL tools declared read_only (its functions are pure computations): calls recovered from running text"
+)
+"""What the benchmark declares its tools to be: BFCL's functions compute and change nothing."""
 
 
 def function_to_tool(function: Mapping[str, Any]) -> ToolSpec:

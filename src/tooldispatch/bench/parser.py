@@ -31,9 +31,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.policy import ToolPolicy
 from tooldispatch.repair import repair_call
 from tooldispatch.toolspec import ToolSpec, normalize_tools
 from tooldispatch.types import ACCEPTED_BUCKETS, ParseOutcome
@@ -97,12 +98,12 @@ def load_corpus(directory: Path) -> list[Record]:
                 ref = str(raw.get("tools_ref", ""))
                 tools: Mapping[str, ToolSpec]
                 if "tools" in raw:
-                    tools = normalize_tools(raw["tools"])
+                    tools = _declared(raw["tools"])
                 else:
                     if ref not in tool_sets:
                         raise ConfigError(f"{where}: tools_ref {ref!r} is not in {tools_file}")
                     if ref not in normalized:
-                        normalized[ref] = normalize_tools(tool_sets[ref])
+                        normalized[ref] = _declared(tool_sets[ref])
                     tools = normalized[ref]
                 records.append(
                     Record(
@@ -673,6 +674,14 @@ def _slowest(records: Sequence[Record], count: int = 5) -> list[tuple[str, float
         costs.append((f"{record.id} ({record.format})", seconds * 1e6))
     costs.sort(key=lambda item: item[1], reverse=True)
     return costs[:count]
+
+
+CORPUS_POLICY: Final = ToolPolicy.read_only(why="the labelled corpus's tools, read-only as its labels assume")
+"""What the corpus's tools are declared to be: its labels take calls from running text and near-match repairs."""
+
+
+def _declared(tools: Any) -> Mapping[str, ToolSpec]:
+    return {spec.name: spec for spec in CORPUS_POLICY.declare(normalize_tools(tools).values())}
 
 
 # -- payload-size sweep ------------------------------------------------------------------------------

@@ -11,14 +11,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tooldispatch.bench.bfcl_data import BFCL_POLICY
 from tooldispatch.bench.corpus import read_corpus
 from tooldispatch.bench.report import RunSummary, summarize
 from tooldispatch.bench.scoring import ParseFn
 from tooldispatch.errors import ConfigError
+from tooldispatch.policy import ToolPolicy
 
 
-def replay_corpus(path: Path, *, parse: ParseFn | None = None) -> tuple[RunSummary, float, int]:
+def replay_corpus(
+    path: Path, *, parse: ParseFn | None = None, policy: ToolPolicy = BFCL_POLICY, meta: Mapping[str, Any] | None = None
+) -> tuple[RunSummary, float, int]:
     """Score every output of a corpus; return the summary, the seconds it took, and the number of outputs.
+
+    ``policy`` declares the cases' tools (default: BFCL's functions are read-only); ``meta`` is kept in the
+    summary (a recorded run's commands and settings), with ``replayed`` naming the corpus.
 
     Raises:
         ConfigError: the corpus file does not exist or holds no BFCL outputs.
@@ -27,7 +34,7 @@ def replay_corpus(path: Path, *, parse: ParseFn | None = None) -> tuple[RunSumma
         raise ConfigError(f"no corpus at {path}; a benchmark run writes RUN_DIR/corpus.jsonl")
     t0 = time.perf_counter()
     records = list(read_corpus(path))
-    summary = summarize(records, meta={"replayed": str(path)}, parse=parse)
+    summary = summarize(records, meta={**(meta or {}), "replayed": str(path)}, parse=parse, policy=policy)
     seconds = time.perf_counter() - t0
     if not summary.cells:
         raise ConfigError(f"{path} holds no BFCL outputs to score")

@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tooldispatch.bench.bfcl_data import BFCL_POLICY
 from tooldispatch.bench.charts import MODE_LABELS, MODE_ORDER, write_charts
 from tooldispatch.bench.corpus import OutputRecord
 from tooldispatch.bench.scoring import BUCKETS, ParseFn, ScoredOutput, score_output
 from tooldispatch.bench.summary import CellSummary, QuantDifference, quant_differences, summarize_cell
+from tooldispatch.policy import ToolPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,25 +48,30 @@ class RunSummary:
 
 
 def score_records(
-    records: Iterable[OutputRecord], *, parse: ParseFn | None = None
+    records: Iterable[OutputRecord], *, parse: ParseFn | None = None, policy: ToolPolicy = BFCL_POLICY
 ) -> dict[str, list[tuple[OutputRecord, ScoredOutput]]]:
-    """Score every record, grouped by cell in first-seen order (BFCL records only)."""
+    """Score every record, grouped by cell in first-seen order (BFCL records only), tools declared by ``policy``."""
     by_cell: dict[str, list[tuple[OutputRecord, ScoredOutput]]] = defaultdict(list)
     for record in records:
         if record.case.get("functions") is None:
             continue
-        by_cell[record.cell].append((record, score_output(record, parse=parse)))
+        by_cell[record.cell].append((record, score_output(record, parse=parse, policy=policy)))
     return dict(by_cell)
 
 
 def summarize(
-    records: Iterable[OutputRecord], *, meta: Mapping[str, Any] | None = None, parse: ParseFn | None = None
+    records: Iterable[OutputRecord],
+    *,
+    meta: Mapping[str, Any] | None = None,
+    parse: ParseFn | None = None,
+    policy: ToolPolicy = BFCL_POLICY,
 ) -> RunSummary:
-    """Score and summarize records."""
-    by_cell = score_records(records, parse=parse)
+    """Score and summarize records; ``meta["policy"]`` says which tool policy they were scored under."""
+    by_cell = score_records(records, parse=parse, policy=policy)
+    meta = {**(meta or {}), "policy": policy.source}
     cells = _distinct_labels([summarize_cell(key, rows) for key, rows in by_cell.items()])
     diffs = quant_differences({k: [s for _, s in rows] for k, rows in by_cell.items()})
-    return RunSummary(cells=cells, differences=diffs, meta=dict(meta or {}))
+    return RunSummary(cells=cells, differences=diffs, meta=meta)
 
 
 def _distinct_labels(cells: list[CellSummary]) -> list[CellSummary]:
@@ -160,6 +167,8 @@ def render_markdown(summary: RunSummary, charts: Sequence[str], *, title: str) -
             "```",
             "",
         ]
+    if summary.meta.get("policy"):
+        out += [f"Tool policy (what the parser was told the tools are): {summary.meta['policy']}.", ""]
     out += ["## Cells", ""]
     out += _table(
         ["cell", "engine", "tensor types (real, from the file)", "outputs", "errors"],

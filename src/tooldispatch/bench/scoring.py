@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tooldispatch.bench import bfcl_checker
-from tooldispatch.bench.bfcl_data import BfclCase, safe_tool_names
+from tooldispatch.bench.bfcl_data import BFCL_POLICY, BfclCase, safe_tool_names
 from tooldispatch.bench.corpus import OutputRecord
+from tooldispatch.policy import ToolPolicy
 from tooldispatch.types import FLAG_IN_REASONING, ParseOutcome
 
 MODES: tuple[str, ...] = ("strict", "fallback", "repair", "baseline", "json_repair")
@@ -103,8 +104,14 @@ def default_parser() -> ParseFn:
     return parse_tool_calls
 
 
-def score_output(record: OutputRecord, *, parse: ParseFn | None = None) -> ScoredOutput:
-    """Score one BFCL output five ways (see the module docstring)."""
+def score_output(
+    record: OutputRecord, *, parse: ParseFn | None = None, policy: ToolPolicy = BFCL_POLICY
+) -> ScoredOutput:
+    """Score one BFCL output five ways (see the module docstring), the case's tools declared by ``policy``.
+
+    The default declares every BFCL function read-only (they are pure computations); a policy with no rules
+    scores the same outputs as a client that declares nothing would see them.
+    """
     case = BfclCase.from_dict(record.case)
     if record.error is not None:
         return ScoredOutput(
@@ -124,11 +131,11 @@ def score_output(record: OutputRecord, *, parse: ParseFn | None = None) -> Score
     name_map: dict[str, str] = dict(record.extra.get("name_map") or {})
     if name_map:
         specs, _ = safe_tool_names(specs)
-    tools = [t.to_openai() for t in specs]
+    tools = policy.declare(specs)
     natives = [dict(c) for c in record.native_calls] or None
     common: dict[str, Any] = {"native_calls": natives, "finish_reason": record.finish_reason}
     bare = fn(record.text, tools, repair="none", **common)
-    full = fn(record.text, tools, repair="bounded", **common)
+    full = fn(record.text, tools, repair=None, **common)  # each tool's own level, as the policy declares it
     calls: dict[str, list[Call]] = {
         "strict": [(c.name, c.arguments) for c in bare.calls if c.stage in ("native", "strict")],
         "fallback": [(c.name, c.arguments) for c in bare.calls],

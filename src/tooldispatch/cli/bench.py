@@ -57,6 +57,18 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
+def _summary_meta(path: Path) -> dict[str, object]:
+    """The run description (commands, settings) of an earlier report's summary.json, kept by a replay of its corpus."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TooldispatchError(f"--compare {path}: {exc}; pass the summary.json of an earlier report") from exc
+    meta = old.get("meta") if isinstance(old, dict) else None
+    if not isinstance(meta, dict):
+        return {}
+    return {k: v for k, v in meta.items() if k not in ("replayed", "policy")}
+
+
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add the benchmark commands to the ``tooldispatch`` app and its ``bench`` group."""
     bench.command("bfcl")(bfcl)
@@ -189,17 +201,30 @@ def replay(
     corpus: Annotated[Path, typer.Argument(help="A corpus.jsonl written by a benchmark run.")],
     out: Annotated[Path | None, typer.Option(help="Write a full report into this folder.")] = None,
     compare: Annotated[Path | None, typer.Option(help="A summary.json to compare accuracy against.")] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="A tool policy file (TOML) declaring the cases' tools; default: every BFCL function read-only "
+            "(pure computations). A file with no rules scores them as undeclared (side-effecting) tools.",
+        ),
+    ] = None,
 ) -> None:
     """Re-score a corpus with the current parser (no model needed; deterministic)."""
+    from tooldispatch.bench.bfcl_data import BFCL_POLICY
     from tooldispatch.bench.replay import compare_summaries, replay_corpus
     from tooldispatch.bench.report import write_report
+    from tooldispatch.policy import load_policy
 
     try:
-        summary, seconds, count = replay_corpus(corpus)
+        declared = BFCL_POLICY if policy is None else load_policy(policy)
+        old_meta = _summary_meta(compare) if compare is not None else {}
+        summary, seconds, count = replay_corpus(corpus, policy=declared, meta=old_meta)
     except TooldispatchError as exc:
         _fail(exc)
         return
     _out().print(f"re-scored {count} outputs in {seconds:.2f} s ({count / max(seconds, 1e-9):.0f} outputs/s)")
+    _out().print(f"tool policy: {declared.source}")
     for cell in summary.cells:
         acc = " ".join(f"{m}={100 * r.value:.1f}%" for m, r in cell.accuracy.items())
         _out().print(f"  {cell.label}: {acc}")

@@ -147,8 +147,22 @@ def parse_command(
         bool, typer.Option("--reasoning-open", help="The prompt already opened <think>: the output starts inside it.")
     ] = False,
     repair: Annotated[
-        str, typer.Option("--repair", metavar="bounded|lossless|none", help="How far names and arguments are repaired.")
-    ] = "bounded",
+        str | None,
+        typer.Option(
+            "--repair",
+            metavar="bounded|lossless|none",
+            help="How far names and arguments of every tool are repaired (default: each tool's own level: bounded "
+            "for read-only tools, lossless for the rest).",
+        ),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="A tool policy file (TOML) declaring which tools are read-only; tools from a JSON file are "
+            "side-effecting without one (calls only in the tool-call format or alone).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole outcome as JSON.")] = False,
 ) -> None:
     """Parse a raw model output read from stdin: each call found, each rejected candidate and why.
@@ -157,11 +171,15 @@ def parse_command(
     Example: tooldispatch parse --tools tools.json < raw.txt
     """
     from tooldispatch.parsing.core import parse_tool_calls
+    from tooldispatch.policy import load_policy
+    from tooldispatch.toolspec import normalize_tools
 
     try:
-        if repair not in ("bounded", "lossless", "none"):
+        if repair not in (None, "bounded", "lossless", "none"):
             raise ConfigError(f"unknown --repair {repair!r}; use bounded, lossless or none")
-        declared = _load_tools(tools)
+        declared: Any = _load_tools(tools)
+        if policy is not None:
+            declared = load_policy(policy).declare(normalize_tools(declared).values())
         text, note = _read_stdin()
         outcome = parse_tool_calls(
             text,
@@ -169,7 +187,7 @@ def parse_command(
             finish_reason=finish_reason,
             tool_format=tool_format,
             reasoning_open=reasoning_open,
-            repair=cast("RepairLevel", repair),
+            repair=cast("RepairLevel | None", repair),
         )
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -83,6 +83,16 @@ def proxy(
         8 * 1024 * 1024
     ),
     max_tools: Annotated[int, typer.Option("--max-tools", min=1, help="Most tools per request.")] = 128,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help='A tool policy file (TOML: [tools."GLOB"] read_only, destructive, idempotent). A request\'s '
+            "tools carry no metadata, so without a rule each is side-effecting: calls only in the tool-call "
+            "format or alone, lossless repairs only. Declare read-only tools here to let their calls be "
+            "recovered from running text (docs/proxy.md).",
+        ),
+    ] = None,
     no_key_on_network: Annotated[
         bool,
         typer.Option("--no-key-on-network", help="Allow listening on a non-loopback address without --api-key-env."),
@@ -101,7 +111,9 @@ def proxy(
         return
     import uvicorn
 
+    from tooldispatch.policy import load_policy
     from tooldispatch.proxy import Limits, Proxy, Recorder, build_app, build_upstream
+    from tooldispatch.proxy.translate import ToolCache
     from tooldispatch.store import Store
 
     if parse not in (None, "server", "client"):
@@ -121,6 +133,7 @@ def proxy(
             )
         )
     try:
+        declared = load_policy(policy) if policy is not None else None
         upstream = build_upstream(
             profile=profile,
             base_url=base_url,
@@ -136,11 +149,15 @@ def proxy(
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     limits = Limits(max_body_bytes=max_body_bytes, max_tools=max_tools)
-    app = build_app(Proxy(upstream, limits, api_key=key, recorder=Recorder(state), record=record))
+    tool_cache = ToolCache(policy=declared)
+    app = build_app(
+        Proxy(upstream, limits, api_key=key, recorder=Recorder(state), record=record, tool_cache=tool_cache)
+    )
     where = upstream.base_url or "in process"
+    tools = declared.source if declared is not None else "no --policy, every tool side-effecting"
     typer.echo(
         f"proxy for {upstream.model} ({upstream.engine}, {upstream.mode} parse, {where}) on http://{host}:{port}/v1; "
-        f"counting into {store}"
+        f"counting into {store}; tools: {tools}"
     )
     try:
         # No X-Forwarded-* rewriting (the proxy never reads the client's address) and no "server" header: each

@@ -2,20 +2,25 @@
 
 The finders report every call-like span; this module reads the text around each one and answers:
 
-* **a call**: the span is in a delimited form (a format's markers, a tool-call wrapper tag), or it is the
-  whole output, or the final segment of it (only calls, separators and whitespace after it);
-* **not a call** (the span stays content): it is negated, hypothetical or quoted as an example (``Never call
-  delete_file(...)``, ``If I were to call ... but I will not``, ``For example: ...``, inline code in
-  backticks), or it sits in a fenced code block that prose follows (an example in an explanation);
+* **a call**: the span is in a delimited form (a format's markers, a tool-call wrapper tag, a python call list
+  that starts a line), or it is the whole output, or the final segment of it (only calls, separators and
+  whitespace after it);
+* **not a call** (the span stays content): the text's shape shows it is not meant to run: it is quoted or in an
+  inline code span, it stands on a log line or after a shell or REPL prompt, its sentence is a question
+  (``?``, ``？``, ``¿``), or it sits in a fenced code block that prose follows (an example in an explanation);
 * **ambiguous** (kept as a rejected candidate with its reason and the ``in_prose`` flag): a call in running
-  text with more prose after it, or a call to a side-effecting tool that is not delimited.
+  text with more prose after it, or a call to a side-effecting tool that the structure does not earn.
 
-Recovery strength follows side effects as repair strength does: a tool whose repair level is not
-``bounded`` (side-effecting tools get ``lossless`` from the registry) takes only delimited calls or the whole
-output, never a call found in running text.
+These rules read structure only (position in the message, delimiters, punctuation, what follows the call), so
+they hold in any language. Recovery strength follows side effects as repair strength does: a tool whose
+repair level is not ``bounded`` (side-effecting tools, and every tool declared without metadata) takes a call
+only when it is the whole output, or delimited and standing as its own statement: nothing but other calls
+after it on its line, no sentence running into it on its line, and no question after it awaiting an answer.
 
-The cues are read in a small window: the clause before the span on its line (or the line before, when the
-span starts a line and that line ends with a colon), and the rest of the sentence after it.
+English cue words (``never``, ``if I were to``, ``for example``) are read as well, as a narrowing on top: they
+only ever turn a call into content, and no rule for a side-effecting tool depends on them. The cues are read
+in a small window: the clause before the span on its line (or the line before, when the span starts a line and
+that line ends with a colon), and the rest of the sentence after it.
 """
 
 from __future__ import annotations
@@ -27,8 +32,20 @@ from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing._typed_values import VALUE_FIXES, XML_VALUE_FORMATS
+from tooldispatch.parsing.reasoning import split_reasoning
 
-__all__ = ["cue_after", "cue_before", "delimited", "opens_quote", "prose_refuses", "quoted", "screen"]
+__all__ = [
+    "cue_after",
+    "cue_before",
+    "delimited",
+    "lead_refuses",
+    "opens_quote",
+    "prose_refuses",
+    "quoted",
+    "refused_before",
+    "screen",
+    "shape_refuses",
+]
 
 Fence = tuple[int, int, int, int]
 """A fenced block: where its opening fence starts, where its body starts and ends, where its closing fence ends."""
@@ -71,7 +88,24 @@ _SENTENCE_BREAK: Final = re.compile(r"(?<!e\.g)(?<!i\.e)[.!?](?=\s)", re.IGNOREC
 _CLAUSE_BREAK: Final = re.compile(r"[,;]|\s(?:so|then|and\s+then|now)\s", re.IGNORECASE)
 _SENTENCE_END: Final = re.compile(r"[.!?](?:\s|\Z)|\n")
 _FENCE: Final = re.compile(r"^[ \t]*```[ \t]*([\w+\-]*)[ \t]*$", re.MULTILINE)
-_QUOTES: Final = {"`": "`", '"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb"}
+_QUOTES: Final = {
+    "`": "`", '"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb", "\u00bb": "\u00ab",
+    "\u201e": "\u201c", "\u201a": "\u2018", "\u2039": "\u203a", "\u300c": "\u300d", "\u300e": "\u300f",
+    "\u300a": "\u300b", "\uff02": "\uff02",
+}  # fmt: skip
+# Quotes that may open well before a span and close well after it on the same line: a call quoted inside a
+# longer quotation or code span. The apostrophe is left out: it also marks elisions (``won't``, ``l'eau``).
+_SPANNING: Final = {k: v for k, v in _QUOTES.items() if k not in ("'", "\u2018", "\u201a")}
+# A line that a log, a shell or a REPL wrote: a timestamp, a bracketed field holding a digit, or a prompt.
+_LOG_LINE: Final = re.compile(
+    r"[ \t]*(?:\d{1,4}[-/.:]\d{1,2}|\[[^\]\n]*\d[^\]\n]*\]|(?:\$|>>>|\.\.\.|>|%|PS>|[\w.-]+@[\w.-]+:\S*[$#])[ \t])"
+)
+# Where a sentence ends, in any script; what may end the text that leads into a call standing on its own.
+_TERMINATORS: Final = ".!?\u3002\uff01\uff1f\u2026"
+_QUESTION_MARKS: Final = "?\uff1f"
+_LEAD_ENDS: Final = ".!?:;\u3002\uff01\uff1f\uff1a\uff1b\u2026"
+# Special tokens and tags around a call (``<|im_end|>``, ``</s>``, ``[/INST]``): markup, not prose.
+_MARKUP: Final = re.compile(r"<\|[^\n]*?\|>|<[^<>\n]{0,80}>|\[/?[A-Z_]{2,20}\]")
 _TRAILING_TEXT: Final = " \t\r\n,;"
 _MORE_SENTENCES: Final = re.compile(r"[.!?:]\s+\S|\n")
 _WINDOW: Final = 240  # how far back and ahead a cue is looked for
@@ -192,30 +226,73 @@ def _verdict(
     unit_start, unit_end = (fence[0], fence[3]) if fence is not None else (start, end)
     if fence is None and raw.format.startswith("fence:"):
         unit_start, unit_end = start, end
-    if prose_refuses(view, unit_start, unit_end, around.floor(unit_start), around.ceiling(unit_end)):
+    floor, ceiling = around.floor(unit_start), around.ceiling(unit_end)
+    if prose_refuses(view, unit_start, unit_end, floor, ceiling):
         return NOT_A_CALL, ""
     blank_after, final = around.after(unit_end)
     first = around.before(unit_start)
     whole = first and blank_after
+    side_effecting = delimited_only(raw.name)
     # The final segment: only the rest of the sentence follows, and ends the output. The leading segment:
     # nothing before it, and it stands on its own lines.
     leading = first and _line_ends(view, unit_end)
     if fence is not None or raw.format.startswith("fence:"):
         if not blank_after:
             return NOT_A_CALL, ""  # a fenced block that prose follows is an example
-        if whole or not delimited_only(raw.name):
+        if whole or not side_effecting:
             return EARNED, ""
         return AMBIGUOUS, _side_effect_reason(raw.name)
-    if delimited(raw) or whole:
+    if whole:
         return EARNED, ""
+    if delimited(raw) or (side_effecting and (_marked(raw) or _listed(view, raw, unit_end))):
+        if not side_effecting:
+            return EARNED, ""
+        why = _not_standing(view, unit_start, unit_end, floor, ceiling, blank_after)
+        return (EARNED, "") if why is None else (AMBIGUOUS, _side_effect_reason(raw.name, why))
     if not (final or leading):
         return AMBIGUOUS, (
             "this call-like text stands in the middle of prose, so it was not taken as a call; send the call in "
             "the tool-call format, or alone, to make it one."
         )
-    if delimited_only(raw.name):
+    if side_effecting:
         return AMBIGUOUS, _side_effect_reason(raw.name)
     return EARNED, ""
+
+
+def _marked(raw: RawCall) -> bool:
+    """A format's own opening marker read leniently: an unclosed final ``<tool_call>``, ``[TOOL_CALLS]`` missing
+    its closers."""
+    fmt = raw.format
+    return (
+        raw.stage == "fallback"
+        and fmt not in _UNDELIMITED_FALLBACK
+        and fmt not in XML_VALUE_FORMATS
+        and raw.raw[:1] in ("<", "[")
+    )
+
+
+def _listed(view: str, raw: RawCall, end: int) -> bool:
+    """A python call list (``[f(a=1)]``) that starts a line (where the finder looks) and ends one or the text."""
+    return raw.format == "pythonic" and raw.raw[:1] == "[" and (end == len(view) or _line_ends(view, end))
+
+
+def _not_standing(view: str, start: int, end: int, floor: int, ceiling: int, blank_after: bool) -> str | None:
+    """Why a delimited call to a side-effecting tool does not stand as its own statement, or ``None`` when it does.
+
+    It stands when no prose follows it on its line, no sentence runs into it on its line (the text before it
+    there, markup aside, is empty or ends a sentence or a colon), and the text after it does not end in a
+    question (a plan awaiting an answer).
+    """
+    line_end = view.find("\n", end)
+    tail = _MARKUP.sub("", view[end : min(ceiling, len(view) if line_end < 0 else line_end)])
+    if any(c.isalnum() or c in _TERMINATORS for c in tail):
+        return "prose follows it on its line"
+    lead = _MARKUP.sub("", view[max(floor, view.rfind("\n", 0, start) + 1) : start]).rstrip()
+    if any(c.isalnum() for c in lead) and lead[-1] not in _LEAD_ENDS:
+        return "a sentence runs into it on its line"
+    if not blank_after and view[end:].rstrip()[-1:] in tuple(_QUESTION_MARKS):
+        return "the text after it asks a question, so it awaits an answer"
+    return None
 
 
 def _line_ends(view: str, end: int) -> bool:
@@ -226,20 +303,120 @@ def _line_ends(view: str, end: int) -> bool:
     return i < len(view) and view[i] == "\n"
 
 
-def _side_effect_reason(name: str | None) -> str:
+def _side_effect_reason(name: str | None, why: str = "") -> str:
+    where = f"it is in the tool-call format but {why}" if why else "it was found in running text"
     return (
-        f"{name or 'this tool'} has side effects, and this call was found in running text rather than in the "
-        "tool-call format or alone; send it in the tool-call format to run it."
+        f"{name or 'this tool'} may have side effects (it is not declared read-only), and {where}, so it was not "
+        "taken as a call; send it in the tool-call format, on its own line, to run it."
     )
 
 
 def prose_refuses(view: str, start: int, end: int, floor: int = 0, ceiling: int = -1) -> bool:
-    """True when the text around ``view[start:end]`` quotes, negates or supposes it (it is then not a call).
+    """True when the text around ``view[start:end]`` shows it is not a call (it is then content).
 
-    The text read goes back no further than ``floor`` and on no further than ``ceiling`` (the neighbouring
-    finds: a cue inside another call is not about this one).
+    The shape of the text decides first (:func:`shape_refuses`); the English cues then narrow further. The text
+    read goes back no further than ``floor`` and on no further than ``ceiling`` (the neighbouring finds: a cue
+    inside another call is not about this one).
     """
-    return quoted(view, start, end) or cue_before(view, start, floor) or cue_after(view, end, ceiling)
+    return (
+        shape_refuses(view, start, end, floor, ceiling)
+        or cue_before(view, start, floor)
+        or cue_after(view, end, ceiling)
+    )
+
+
+def shape_refuses(view: str, start: int, end: int, floor: int = 0, ceiling: int = -1) -> bool:
+    """True when the span is quoted or in a code span, stands on a log or prompt line, or its sentence asks.
+
+    Punctuation and position only, so it holds in any language: a quote or backtick right around the span, or
+    a quotation or code span that opens before it and closes after it on its line; a line that starts with a
+    timestamp, a bracketed field holding a digit, or a shell or REPL prompt; a sentence that ends with ``?`` or
+    ``？`` after the span, or that opened with ``¿`` before it.
+    """
+    if quoted(view, start, end):
+        return True
+    hi = len(view) if ceiling < 0 else ceiling
+    line_start = view.rfind("\n", 0, start) + 1
+    line_end = view.find("\n", end, hi)
+    lead = view[max(floor, line_start) : start]
+    tail = view[end : hi if line_end < 0 else line_end]
+    if lead and _LOG_LINE.match(view, line_start, start) is not None:
+        return True
+    if lead and tail and _inside_quotation(lead, tail):
+        return True
+    return _asks(view, start, end, floor, hi)
+
+
+def lead_refuses(view: str, start: int, floor: int = 0, *, side_effecting: bool = False) -> bool:
+    """What the text before ``start`` alone says (a stream decides before the text after a call arrives).
+
+    True when a quote opens right before the span, its line is a log or prompt line, an English cue leads to
+    it, or (``side_effecting``) a sentence runs into it on its line.
+    """
+    line_start = view.rfind("\n", 0, start) + 1
+    lead = view[max(floor, line_start) : start]
+    if opens_quote(view, start) or (lead and _LOG_LINE.match(view, line_start, start) is not None):
+        return True
+    if side_effecting:
+        bare = _MARKUP.sub("", lead).rstrip()
+        if any(c.isalnum() for c in bare) and bare[-1] not in _LEAD_ENDS:
+            return True
+    return cue_before(view, start, floor)
+
+
+def refused_before(chunks: Sequence[str], segment: str, window: int, side_effecting: bool, opened: bool) -> bool:
+    """What a stream can say of a call segment (the end of ``chunks``) before the text after it arrives.
+
+    A delimited segment (``window``: how many characters back are read): :func:`lead_refuses`. A bare or fenced
+    one (``window`` 0: all the text is read, ``opened``: the prompt opened a reasoning block): a side-effecting
+    tool's call is no call when content (outside the reasoning) came before it, as only the whole output earns it.
+    """
+    recent, size = [], 0
+    for chunk in reversed(chunks):
+        recent.append(chunk)
+        size += len(chunk)
+        if window and size > window:
+            break
+    view = "".join(reversed(recent))
+    start = view.rfind(segment)
+    if start <= 0:
+        return False
+    if window:
+        return lead_refuses(view, start, side_effecting=side_effecting)
+    content = split_reasoning(view[:start], reasoning_open=opened).view("content")
+    return side_effecting and not _blank(content, 0, len(content))
+
+
+def _inside_quotation(lead: str, tail: str) -> bool:
+    """Whether a quotation or code span opened in ``lead`` is still open and closes in ``tail``."""
+    for opener, closer in _SPANNING.items():
+        at = lead.rfind(opener)
+        if at < 0:
+            continue
+        if opener == closer:
+            if lead.count(opener) % 2 == 1 and closer in tail:
+                return True
+        elif lead.find(closer, at + 1) < 0 and closer in tail:
+            return True
+    return False
+
+
+def _asks(view: str, start: int, end: int, floor: int, hi: int) -> bool:
+    """Whether the sentence holding the span is a question: ``?``/``？`` ends it, or ``¿`` opened it."""
+    for i in range(end, min(hi, end + _WINDOW)):
+        c = view[i]
+        if c in _QUESTION_MARKS:
+            return True
+        if c in _TERMINATORS or c == "\n":
+            break
+    lo = max(floor, start - _WINDOW, view.rfind("\n", 0, start) + 1)
+    for i in range(start - 1, lo - 1, -1):
+        c = view[i]
+        if c == "\u00bf":
+            return True
+        if c in _TERMINATORS:
+            break
+    return False
 
 
 def opens_quote(view: str, start: int) -> bool:

@@ -133,6 +133,8 @@ def _one_block(
     if call is None:
         return None
     name, arguments, as_string = call
+    if _side_effecting(tools, name) and ((head and not head.isspace()) or (tail and not tail.isspace())):
+        return None  # prose around a side-effecting tool's block: the cascade reads its structure
     stage, bucket, repairs = _AS_WRITTEN[as_string]
     return ParseOutcome(
         (ToolCall(name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", HERMES),),
@@ -216,6 +218,8 @@ def _blocks(
             return None
         name, arguments, as_string = call
         after = find_marker(text, TOOL_CALL_OPEN, close + _CLOSE_LEN, stop)
+        if _side_effecting(tools, name) and not _blank(text, pos, begin, close + _CLOSE_LEN, after, stop):
+            return None  # prose around a side-effecting tool's block: the cascade reads its structure
         if prose_refuses(text, begin, close + _CLOSE_LEN, pos, after if after >= 0 else stop):
             return None  # the prose around the block quotes, negates or supposes it
         pos = close + _CLOSE_LEN
@@ -235,6 +239,18 @@ def _blocks(
             return None
         gaps.append(tail)
     return tuple(calls), tuple(candidates), "".join(gaps).strip(), deepest
+
+
+def _side_effecting(tools: dict[str, Any], name: str) -> bool:
+    """Whether the tool is not declared read-only (``parsing.earned`` takes its calls only where they stand alone)."""
+    spec = tools.get(name)
+    return not isinstance(spec, ToolSpec) or spec.repair != "bounded"
+
+
+def _blank(text: str, pos: int, begin: int, end: int, after: int, stop: int) -> bool:
+    """Whether only whitespace comes before a block (from ``pos``) and after it (to the next block or ``stop``)."""
+    before, rest = text[pos:begin], text[end : after if after >= 0 else stop]
+    return (not before or before.isspace()) and (not rest or rest.isspace())
 
 
 def _finish(found: Blocks, reasoning: str, flags: frozenset[str]) -> ParseOutcome:

@@ -13,7 +13,8 @@ and the trie are in :mod:`tooldispatch.parsing._stream_tables`. :attr:`StreamPar
 
 Known limits of the early reports (the final outcome is always exact): calls found only inside the
 reasoning, bare JSON and python calls (whose standing in prose only the whole text shows), calls after
-``[TOOL_CALLS]`` or ``<|python_tag|>`` and calls whose closing marker never came are reported at ``close``.
+``[TOOL_CALLS]`` or ``<|python_tag|>``, calls whose closing marker never came, and a side-effecting tool's
+call (what follows it decides: ``parsing.earned``) with every later call are reported at ``close``.
 A ``</think>`` with no opener is only recognised when ``reasoning_open=True``. A call segment is parsed alone,
 so a reported call's ``format``, ``stage`` or ``bucket`` may differ from the final outcome's, and markers mixed
 in odd ways (a tag opened inside a fence, harmony channels inside ``<think>``, a wrapper tag with more than 16
@@ -84,7 +85,7 @@ from tooldispatch.parsing._stream_tables import (
     _wordish,
 )
 from tooldispatch.parsing.core import parse_tool_calls
-from tooldispatch.parsing.earned import cue_before, opens_quote
+from tooldispatch.parsing.earned import refused_before
 from tooldispatch.parsing.fallback import is_wrapper_name
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE
 from tooldispatch.toolspec import ToolsInput, normalize_tools
@@ -215,6 +216,7 @@ class StreamParser:
         self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
+        self._withheld = False  # a side-effecting call came: it and every later call are reported at ``close``
         self._outcome: ParseOutcome | None = None
         # The call segment being held.
         self._seg: list[str] = []
@@ -769,26 +771,23 @@ class StreamParser:
             if segment:
                 self._events.append(ContentText(segment))
             return
+        calls = outcome.calls
+        side_effecting = any(self._specs[c.name].repair != "bounded" for c in calls if c.name in self._specs)
+        delimited = self._seg_kind not in _UNDELIMITED
+        window = len(segment) + 2 * _TAIL + 256 if delimited else 0  # how far back the text is read (0: all of it)
+        if (
+            calls
+            and (delimited or side_effecting)
+            and refused_before(self._chunks, segment, window, side_effecting, self._reasoning_open)
+        ):
+            self._events.append(ContentText(segment))  # the whole-text parse will not take it either
+            return
         if outcome.content:
             self._events.append(ContentText(outcome.content))
-        if report_calls and self._seg_kind not in _UNDELIMITED and not self._lead_refuses(segment):
-            for call in outcome.calls:
+        if report_calls and delimited and not self._withheld:
+            self._withheld = side_effecting
+            for call in () if side_effecting else calls:
                 self._emit_call(call)
-
-    def _lead_refuses(self, segment: str) -> bool:
-        """True when the text before the segment opens a quote, or negates, supposes or shows it as an example.
-
-        A cue after the segment (``..., but I will not``) is seen only by the whole-text parse at ``close``.
-        """
-        recent, size = [], 0
-        for chunk in reversed(self._chunks):
-            recent.append(chunk)
-            size += len(chunk)
-            if size > len(segment) + 2 * _TAIL + 256:
-                break
-        text = "".join(reversed(recent))
-        start = text.rfind(segment)
-        return start > 0 and (opens_quote(text, start) or cue_before(text, start))
 
     def _emit_call(self, call: ToolCall) -> None:
         if call.id is None or call.id.startswith("call_"):

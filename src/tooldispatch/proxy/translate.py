@@ -22,6 +22,7 @@ from jsonschema.validators import validator_for
 
 from tooldispatch.backends.base import ChatRequest
 from tooldispatch.errors import ConfigError
+from tooldispatch.policy import ToolPolicy
 from tooldispatch.proxy.errors import invalid
 from tooldispatch.toolspec import ToolSpec, normalize_tools
 from tooldispatch.types import ToolCall
@@ -103,8 +104,11 @@ class ProxyRequest:
         return bool(self.tools) and self.tool_choice != "none"
 
 
-def check_tools(raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
-    """Check a request's ``tools`` and return them as ``ToolSpec`` values.
+def check_tools(raw: Any, *, max_tools: int, policy: ToolPolicy | None = None) -> tuple[ToolSpec, ...]:
+    """Check a request's ``tools`` and return them as ``ToolSpec`` values, declared by ``policy``.
+
+    A request's tools carry no metadata, so each is side-effecting for the parser (``lossless``: only calls in a
+    delimited form) unless the proxy's policy file (``--policy``) declares it read-only.
 
     Raises:
         ProxyError: 400 naming the tool at fault and why.
@@ -145,7 +149,7 @@ def check_tools(raw: Any, *, max_tools: int) -> tuple[ToolSpec, ...]:
                 param=where,
             ) from exc
         specs.append(spec)
-    return tuple(specs)
+    return policy.declare(specs) if policy is not None else tuple(specs)
 
 
 class ToolCache:
@@ -165,8 +169,9 @@ class ToolCache:
     and not kept; when ``max_entries`` lists are held, the oldest goes.
     """
 
-    def __init__(self, *, max_entries: int = 32, max_bytes: int = 256 * 1024) -> None:
-        """Keep at most ``max_entries`` lists, each at most ``max_bytes`` long as a key."""
+    def __init__(self, *, max_entries: int = 32, max_bytes: int = 256 * 1024, policy: ToolPolicy | None = None) -> None:
+        """Keep at most ``max_entries`` lists, each at most ``max_bytes`` long as a key; declare tools by ``policy``."""
+        self.policy = policy
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._specs: dict[bytes, tuple[ToolSpec, ...]] = {}
@@ -181,17 +186,17 @@ class ToolCache:
             ProxyError: 400 naming the tool at fault and why (a list that fails is never kept).
         """
         if not isinstance(raw, list) or len(raw) > max_tools:
-            return check_tools(raw, max_tools=max_tools)
+            return check_tools(raw, max_tools=max_tools, policy=self.policy)
         try:
             key = marshal.dumps(raw, _MARSHAL_FORMAT)
         except ValueError:  # nested deeper than marshal goes: checked, not kept
-            return check_tools(raw, max_tools=max_tools)
+            return check_tools(raw, max_tools=max_tools, policy=self.policy)
         specs = self._specs.get(key)
         if specs is not None:
             return specs
         if len(key) > self.max_bytes:
-            return check_tools(raw, max_tools=max_tools)
-        specs = check_tools(marshal.loads(key), max_tools=max_tools)
+            return check_tools(raw, max_tools=max_tools, policy=self.policy)
+        specs = check_tools(marshal.loads(key), max_tools=max_tools, policy=self.policy)
         if len(self._specs) >= self.max_entries:
             del self._specs[next(iter(self._specs))]
         self._specs[key] = specs

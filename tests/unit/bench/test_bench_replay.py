@@ -44,3 +44,39 @@ def test_replay_is_deterministic() -> None:
 
 
 RECORDED_COUNT = sum(c["outputs"] for c in RECORDED["cells"])
+
+
+LADDER = Path(__file__).resolve().parents[3] / "docs" / "results" / "qwen25-coder-ladder"
+
+
+def test_the_benchmark_declares_its_tools_read_only_and_says_so() -> None:
+    """The default policy makes every BFCL function read-only, and the summary and report name the policy."""
+    from tooldispatch.bench.bfcl_data import BFCL_POLICY
+    from tooldispatch.bench.report import render_markdown
+
+    assert [(r.glob, r.read_only) for r in BFCL_POLICY.rules] == [("*", True)]
+    summary, _, _ = replay_corpus(CORPUS)
+    assert summary.meta["policy"] == BFCL_POLICY.source
+    assert f"Tool policy (what the parser was told the tools are): {BFCL_POLICY.source}." in render_markdown(
+        summary, [], title="t"
+    )
+
+
+def test_undeclared_tools_move_exactly_three_ladder_outputs() -> None:
+    """Scored as undeclared, three ladder outputs differ: a fence after prose, a misspelled name, a cut call."""
+    from tooldispatch.bench.scoring import score_output
+    from tooldispatch.policy import ToolPolicy
+
+    moved = []
+    for record in read_corpus(LADDER / "corpus.jsonl"):
+        if record.case.get("functions") is None:
+            continue
+        declared, undeclared = score_output(record), score_output(record, policy=ToolPolicy())
+        if (declared.bucket, declared.correct) != (undeclared.bucket, undeclared.correct):
+            moved.append((record.cell.split("|")[1], record.case_id, declared.bucket, undeclared.bucket,
+                          declared.correct["repair"], undeclared.correct["repair"]))  # fmt: skip
+    assert moved == [
+        ("qwen2.5-coder-0.5b-instruct@BF16-from-Q4_K_M", "irrelevance_29", "ok_fallback", "Ambiguous", False, True),
+        ("qwen2.5-coder-0.5b-instruct@Q4_0", "irrelevance_3", "Truncated", "Ambiguous", True, True),
+        ("qwen2.5-coder-0.5b-instruct@IQ3_XXS", "simple_python_38", "repaired", "UnknownName", True, False),
+    ]

@@ -29,11 +29,17 @@ def _tools(tmp_path: Path) -> Path:
     return path
 
 
+def _policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text('[tools."get_*"]\nread_only = true\n', encoding="utf-8")
+    return path
+
+
 def test_prints_outcome_json(tmp_path: Path) -> None:
-    """A hermes call on stdin is printed as ParseOutcome.to_dict()."""
+    """A hermes call on stdin (its tool declared read-only by --policy) is printed as ParseOutcome.to_dict()."""
     result = CliRunner().invoke(
         _app(),
-        ["parse", "--tools", str(_tools(tmp_path)), "--json"],
+        ["parse", "--tools", str(_tools(tmp_path)), "--policy", str(_policy(tmp_path)), "--json"],
         input='Hi <tool_call>{"name": "get_time", "arguments": {}}</tool_call>',
     )
     assert result.exit_code == 0
@@ -83,7 +89,10 @@ def test_unknown_format_exits_2(tmp_path: Path) -> None:
 def test_fault7_invalid_utf8_stdin_is_read_with_replacement(tmp_path: Path) -> None:
     """Fault 7: stdin that is not UTF-8 is decoded with U+FFFD replacements, and the output says how many."""
     raw = b'caf\xe9 <tool_call>{"name": "get_time", "arguments": {}}</tool_call> \xff\xfe'
-    result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path)), "--json"], input=raw)
+    policy = str(_policy(tmp_path))
+    result = CliRunner().invoke(
+        _app(), ["parse", "--tools", str(_tools(tmp_path)), "--policy", policy, "--json"], input=raw
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert [(c["name"], c["arguments"]) for c in out["calls"]] == [("get_time", {})]
@@ -128,3 +137,25 @@ def test_tools_may_be_a_tool_source(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == 'call 1: get_order {"order_id": "o-101"}'
+
+
+def test_tools_from_a_json_file_are_side_effecting_without_a_policy(tmp_path: Path) -> None:
+    """Without --policy a sentence running into a tag is no call: exit 2, the candidate Ambiguous with its reason."""
+    result = CliRunner().invoke(
+        _app(),
+        ["parse", "--tools", str(_tools(tmp_path)), "--json"],
+        input='Hi <tool_call>{"name": "get_time", "arguments": {}}</tool_call>',
+    )
+    assert result.exit_code == 2
+    out = json.loads(result.stdout)
+    assert (out["calls"], [c["bucket"] for c in out["candidates"]]) == ([], ["Ambiguous"])
+    assert "not declared read-only" in out["candidates"][0]["error"]
+
+
+def test_a_malformed_policy_is_exit_2_with_the_fault(tmp_path: Path) -> None:
+    """--policy with an unknown key exits 2 and names the rule and the keys it takes."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[tools."*"]\nreadonly = true\n', encoding="utf-8")
+    result = CliRunner().invoke(_app(), ["parse", "--tools", str(_tools(tmp_path)), "--policy", str(bad)], input="x")
+    assert result.exit_code == 2
+    assert "[tools.\"*\"] has unknown key(s) 'readonly'; use read_only, destructive, idempotent" in result.output

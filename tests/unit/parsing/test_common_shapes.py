@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from tooldispatch.bench.parser import load_corpus
 from tooldispatch.parsing.core import parse_tool_calls
-from tooldispatch.toolspec import normalize_tools
+from tooldispatch.policy import ToolPolicy
+from tooldispatch.toolspec import ToolSpec, normalize_tools
 from tooldispatch.types import ParseOutcome
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "corpus"
-TOOLS: list[dict[str, Any]] = [
+_DECLARED: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -28,6 +29,9 @@ TOOLS: list[dict[str, Any]] = [
         },
     }
 ]
+# The tools these tests read calls for are declared read-only: their calls may stand in running text and
+# their names be repaired to a near match (a tool given as a plain dict is side-effecting: test_prose.py).
+TOOLS: list[ToolSpec] = list(ToolPolicy.read_only(why="test tools").declare(normalize_tools(_DECLARED).values()))
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 EDGES = [
     f"<tool_call>{CALL}</tool_call>",

@@ -9,9 +9,11 @@ import pytest
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.policy import ToolPolicy
+from tooldispatch.toolspec import ToolSpec, normalize_tools
 from tooldispatch.types import ParseOutcome
 
-TOOLS: list[dict[str, Any]] = [
+_DECLARED: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -30,6 +32,9 @@ TOOLS: list[dict[str, Any]] = [
     },
     {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}},
 ]
+# The tools these tests read calls for are declared read-only: their calls may stand in running text and
+# their names be repaired to a near match (a tool given as a plain dict is side-effecting: test_prose.py).
+TOOLS: list[ToolSpec] = list(ToolPolicy.read_only(why="test tools").declare(normalize_tools(_DECLARED).values()))
 
 
 def _summary(outcome: ParseOutcome) -> list[tuple[str, dict[str, Any], str, str]]:

@@ -9,9 +9,16 @@ from typing import Any
 import pytest
 
 from tooldispatch.parsing.core import parse_tool_calls
+from tooldispatch.policy import ToolPolicy
+from tooldispatch.toolspec import ToolSpec, normalize_tools
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
-TOOLS: dict[str, list[dict[str, Any]]] = json.loads((CORPUS / "tools.json").read_text())
+DECLARED: dict[str, list[dict[str, Any]]] = json.loads((CORPUS / "tools.json").read_text())
+# The labels are for tools declared read-only (a call may stand in running text, a name be repaired to a near one).
+_READ_ONLY = ToolPolicy.read_only(why="the corpus's labels")
+TOOLS: dict[str, list[ToolSpec]] = {
+    ref: list(_READ_ONLY.declare(normalize_tools(tools).values())) for ref, tools in DECLARED.items()
+}
 RECORDS = [json.loads(line) for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text().splitlines()]
 
 
@@ -69,3 +76,34 @@ def test_an_output_cut_anywhere_yields_no_argument_its_whole_text_lacks(record: 
                 call.name == whole["name"] and call.arguments.items() <= whole["arguments"].items()
                 for whole in record["expected_calls"]
             ), (text[:cut], call.name, call.arguments)
+
+
+# What changes when the same tools come as plain dicts, without metadata (side-effecting for the parser): the
+# near-match repairs (a name, an enum value, a key) and the calls that are not in a delimited form or alone.
+UNDECLARED_LOSES = {
+    "doc-hermes-15": "a name one edit away (get_wether): bounded repair only",
+    "doc-hermes-24": "an enum value one edit away (celcius): bounded repair only",
+    "doc-hermes-25": "a key one edit away (citty): bounded repair only",
+    "doc-hermes-20": "a tag inside the reasoning that a sentence runs into (I should call <tool_call>...)",
+    "doc-fallback-01": "bare JSON after a sentence on the same line",
+    "doc-fallback-02": "a fenced call after an introduction, not the whole output",
+    "doc-fallback-06": "a bare call inside a sentence",
+    "doc-fallback-16": "bare JSON with prose after it",
+}
+
+
+def test_undeclared_tools_keep_every_label_but_the_repairs_and_running_text_calls() -> None:
+    """With the same tools undeclared, exactly the listed records lose their call; every other record is unchanged."""
+    lost = []
+    for record in RECORDS:
+        options = {
+            "native_calls": record.get("native_calls"),
+            "finish_reason": record.get("finish_reason"),
+            "reasoning_open": record.get("reasoning_open", False),
+        }
+        calls = parse_tool_calls(record["text"], DECLARED[record["tools_ref"]], **options).calls
+        got = [{"name": c.name, "arguments": c.arguments} for c in calls]
+        if got != record["expected_calls"]:
+            assert got == [], record["id"]
+            lost.append(record["id"])
+    assert sorted(lost) == sorted(UNDECLARED_LOSES)

@@ -210,10 +210,16 @@ _NEVER = 'Never call get_weather[ARGS]{"city": "Paris"} here.'
     ],
 )
 def test_mistral_args_forms_with_and_without_the_leading_token(text: str, expected: list[Any], content: str) -> None:
-    """NAME[CALL_ID]ID[ARGS]{json} and NAME[ARGS]{json} (no [TOOL_CALLS], prose after, joined by [TOOL_CALLS])."""
+    """NAME[CALL_ID]ID[ARGS]{json} and NAME[ARGS]{json} (no [TOOL_CALLS], prose after, joined by [TOOL_CALLS]) for a
+    read-only tool."""
     from tooldispatch.parsing.core import parse_tool_calls
+    from tooldispatch.toolspec import ToolSpec
 
-    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    tools = [
+        ToolSpec(
+            "get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}}, repair="bounded"
+        )
+    ]
     outcome = parse_tool_calls(text, tools)
     assert [(c.name, c.arguments) for c in outcome.calls] == expected
     assert all(c.format == "mistral" for c in outcome.calls)

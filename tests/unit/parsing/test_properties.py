@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.earned import prose_refuses
+from tooldispatch.policy import ToolPolicy
+from tooldispatch.toolspec import normalize_tools
 from tooldispatch.types import ParseOutcome
 
 # The declared names hold at least three of the letters q, v, w, x, z, which neither the generated prose
@@ -37,6 +39,7 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 NAMES = ("quote_fx_vix", "wavez_sync")
+READ_ONLY = list(ToolPolicy.read_only(why="test").declare(normalize_tools(TOOLS).values()))
 FORBIDDEN = "qvwxzQVWXZ"
 
 FRAGMENTS = [
@@ -163,11 +166,28 @@ def test_ten_thousand_deep_brackets_return(openers: str, closed: bool, prefix: s
     days=st.integers(min_value=-(2**40), max_value=2**40),
 )
 def test_hermes_call_in_prose_is_found(before: str, after: str, symbol: str, days: int) -> None:
-    """A valid hermes call between any two pieces of prose (without angle brackets) is always recovered, unless
-    that prose negates, supposes or quotes it (then it is content: ``parsing.earned``)."""
+    """A valid hermes call to a read-only tool between any two pieces of prose (without angle brackets) is always
+    recovered, unless that prose quotes, negates, supposes or asks it (then it is content: ``parsing.earned``)."""
     arguments = {"symbol": symbol, "days": days}
     block = "<tool_call>" + json.dumps({"name": "quote_fx_vix", "arguments": arguments}) + "</tool_call>"
     text = before + block + after
     assume(not prose_refuses(text, len(before), len(before) + len(block)))
-    outcome = _parse(text)
+    outcome = parse_tool_calls(text, READ_ONLY)
     assert ("quote_fx_vix", arguments) in [(c.name, c.arguments) for c in outcome.calls]
+
+
+names_and_fragments = st.lists(
+    st.sampled_from([*FRAGMENTS, *NAMES, "quote_fx_vi", '"symbol": "X"}', "(symbol='A')", ".", "?", "。", " "])
+    | st.text(prose_chars, max_size=12),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=names_and_fragments)
+def test_an_undeclared_tool_never_gets_a_call_its_read_only_declaration_would_not(text: str) -> None:
+    """Undeclared (side-effecting) tools give a sub-list of the calls the same tools declared read-only give."""
+    undeclared = [(c.name, c.arguments) for c in _parse(text).calls]
+    declared = [(c.name, c.arguments) for c in parse_tool_calls(text, READ_ONLY).calls]
+    rest = iter(declared)
+    assert all(call in rest for call in undeclared), (undeclared, declared)

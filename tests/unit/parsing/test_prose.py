@@ -245,3 +245,142 @@ def test_a_callers_level_for_every_tool_does_not_make_a_tool_side_effecting() ->
     outcome = parse_tool_calls("Checking it now: get_weather(city='Oslo')", TOOLS, repair="none")
     assert [(c.name, c.bucket) for c in outcome.calls] == [("get_weather", "ok_fallback")]
     assert parse_tool_calls("Removing it now: delete_file(path='/tmp/a')", TOOLS, repair="bounded").calls == ()
+
+
+# Tools as a client declares them: plain dicts, no metadata, so side-effecting for the parser.
+UNDECLARED: list[dict[str, Any]] = [{"type": "function", "function": t.to_openai()["function"]} for t in TOOLS]
+
+# Prose about a call in other languages and shapes than the list above. The structure alone refuses each one for a
+# tool without metadata: prose after the call, a sentence running into it, a question, a quotation, a code span, a
+# log or prompt line, a plan awaiting an answer. None uses an English cue word.
+NEGATIVE_ANY_LANGUAGE: list[str] = [
+    "Previously I called delete_file(path='/tmp/x') and it failed.",
+    "我不会调用 delete_file(path='/etc/passwd')。",
+    "Ich werde delete_file(path='/home') nicht aufrufen.",
+    "Je n'appellerai pas delete_file(path='/srv') sans votre accord.",
+    "No voy a ejecutar delete_file(path='/var') hasta que me lo confirmes.",
+    "Я не буду вызывать delete_file(path='/root'), это опасно.",
+    "delete_file(path='/etc') を呼び出すつもりはありません。",
+    "delete_file(path='/boot')를 호출하지 않겠습니다.",
+    "Ontem executei delete_file(path='/opt') e deu erro.",
+    "Dün delete_file(path='/tmp/y') çağırdım ama başarısız oldu.",
+    "Ik heb send_email(to='a@example.com') gisteren al verstuurd.",
+    "¿Quieres que ejecute delete_file(path='/var/log')?",
+    "要我运行 delete_file(path='/data') 吗？",
+    "Soll ich send_email(to='chef@example.com', body='Hallo') senden?",
+    "Dovrei chiamare delete_file(path='/srv/www')?",
+    "Er schrieb „delete_file(path='/home/anna')“ in den Chat.",
+    "Il a tapé « delete_file(path='/tmp/z') » dans la console.",
+    "她说「delete_file(path='/mnt')」是危险的",
+    "Die Funktion `delete_file(path='/x')` löscht eine Datei.",
+    "Команда `rm -rf; delete_file(path='/') ` удалит всё",
+    "2024-05-01 12:00:03 INFO delete_file(path='/tmp/cache') ok",
+    "[12:00:01] send_email(to='ops@example.com') -> 250",
+    "$ delete_file(path='/tmp/build')",
+    ">>> delete_file(path='scratch.txt')",
+    "> delete_file(path='/quoted/by/user')",
+    'Gestern: <tool_call>{"name": "delete_file", "arguments": {"path": "/a"}}</tool_call> schlug fehl.',
+    '我之前调用了 <tool_call>{"name": "delete_file", "arguments": {"path": "/b"}}</tool_call>',
+    'Plan:\n<tool_call>{"name": "delete_file", "arguments": {"path": "/c"}}</tool_call>\n¿Procedo?',
+    'Voici le plan :\n```json\n{"name": "delete_file", "arguments": {"path": "/d"}}\n```\nJe continue ?',
+    "```python\ndelete_file(path='/e')\n```\nDieser Code löscht die Datei.",
+    "Schritt 1.\n[delete_file(path='/f')] und dann warten.",
+    "Ergebnis von delete_file(path='/g'): Fehler 403.",
+    "send_email(to='x@example.com') — 已经发送过了，不需要再发。",
+]
+
+
+@pytest.mark.parametrize("text", NEGATIVE_ANY_LANGUAGE)
+def test_prose_about_a_call_to_an_undeclared_tool_is_no_call_in_any_language(text: str) -> None:
+    """A tool without metadata takes no call from running text, a question, a quotation, a log line or a plan."""
+    assert parse_tool_calls(text, UNDECLARED).calls == ()
+
+
+def test_the_structural_negatives_are_distinct_and_name_a_tool() -> None:
+    """The list holds at least 30 distinct texts, each naming a declared tool."""
+    assert len(set(NEGATIVE_ANY_LANGUAGE)) == len(NEGATIVE_ANY_LANGUAGE) >= 30
+    assert all(any(name in text for name in NAMES) for text in NEGATIVE_ANY_LANGUAGE)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "¿Quieres saber get_weather(city='Madrid')?",
+        "要我查一下 get_weather(city='北京') 吗？",
+        "Er schrieb „get_weather(city='Bonn')“ in den Chat.",
+        "2024-05-01 12:00:03 INFO get_weather(city='Oslo')",
+        ">>> get_weather(city='Lima')",
+    ],
+)
+def test_questions_quotations_and_log_lines_are_no_call_for_a_read_only_tool_either(text: str) -> None:
+    """The shapes that show a call is not meant to run refuse it for a declared read-only tool as well."""
+    assert parse_tool_calls(text, TOOLS).calls == ()
+
+
+_DELETE = [("delete_file", {"path": "/tmp/x"}, "ok_strict")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("delete_file(path='/tmp/x')", [("delete_file", {"path": "/tmp/x"}, "ok_fallback")]),
+        (
+            '```json\n{"name": "delete_file", "arguments": {"path": "/tmp/x"}}\n```',
+            [("delete_file", {"path": "/tmp/x"}, "ok_fallback")],
+        ),
+        ('Deleting it now.\n<tool_call>{"name": "delete_file", "arguments": {"path": "/tmp/x"}}</tool_call>', _DELETE),
+        ('Löschen: <tool_call>{"name": "delete_file", "arguments": {"path": "/tmp/x"}}</tool_call>', _DELETE),
+        ('好的。<tool_call>{"name": "delete_file", "arguments": {"path": "/tmp/x"}}</tool_call>', _DELETE),
+        ('<tool_call>{"name": "delete_file", "arguments": {"path": "/tmp/x"}}</tool_call>\nDone soon.', _DELETE),
+        ('[TOOL_CALLS][{"name": "delete_file", "arguments": {"path": "/tmp/x"}}]', _DELETE),
+        ("[delete_file(path='/tmp/x')]", _DELETE),
+        ("Okay.\n[delete_file(path='/tmp/x')]", _DELETE),
+    ],
+)
+def test_delimited_calls_to_an_undeclared_tool_are_kept(text: str, expected: list[Any]) -> None:
+    """The whole output, a fenced call alone, a tag after a sentence or colon, [TOOL_CALLS], a call list: calls."""
+    assert _calls(text, UNDECLARED) == expected
+
+
+_PROSE_SCRIPTS = st.sampled_from(
+    ["абвгдежзик", "αβγδεζηθικ", "的是不了人我在有他这", "あいうえおかきくけこ", "ㄱㄴㄷㄹㅁㅂㅅㅇㅈㅊ"]
+)
+
+
+@st.composite
+def _prose(draw: st.DrawFn, *, min_size: int = 1) -> str:
+    """Words in a non-Latin script separated by spaces: prose no English cue can read."""
+    alphabet = draw(_PROSE_SCRIPTS)
+    words = draw(st.lists(st.text(alphabet, min_size=1, max_size=8), min_size=min_size, max_size=8))
+    return " ".join(words)
+
+
+_TAG = '<tool_call>{"name": "delete_file", "arguments": {"path": "/tmp/x"}}</tool_call>'
+_BARE = "delete_file(path='/tmp/x')"
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=_prose(), after=_prose(), call=st.sampled_from([_TAG, _BARE]), end=st.sampled_from(["", ".", "。", "!"]))
+def test_a_call_inside_a_sentence_in_any_script_is_no_call_for_an_undeclared_tool(
+    before: str, after: str, call: str, end: str
+) -> None:
+    """Prose before and after a tagged or bare call on one line: content, whatever the script and the punctuation."""
+    text = f"{before} {call} {after}{end}"
+    outcome = parse_tool_calls(text, UNDECLARED)
+    assert outcome.calls == ()
+    assert outcome.content == text
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=_prose(), after=_prose(min_size=0), mark=st.sampled_from(["?", "？"]))
+def test_a_call_followed_by_a_question_awaits_an_answer(before: str, after: str, mark: str) -> None:
+    """A tagged call after a sentence, then a question: a plan awaiting confirmation, not a call."""
+    text = f"{before}.\n{_TAG}\n{after}{mark}"
+    assert parse_tool_calls(text, UNDECLARED).calls == ()
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=_prose(), end=st.sampled_from([".", "。", ":", "！", "\n"]))
+def test_a_tagged_call_after_a_finished_sentence_is_a_call_in_any_script(before: str, end: str) -> None:
+    """A sentence that ends (``.``, ``。``, ``:``, ``！``, a line break) and then a tag: the call is taken."""
+    assert _calls(f"{before}{end} {_TAG}", UNDECLARED) == _DELETE

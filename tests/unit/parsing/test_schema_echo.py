@@ -9,9 +9,11 @@ import pytest
 
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.formats._common import is_schema_echo
+from tooldispatch.policy import ToolPolicy
+from tooldispatch.toolspec import ToolSpec, normalize_tools
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOLS: list[dict[str, Any]] = [
+_DECLARED: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "parameters": SCHEMA}},
     {
         "type": "function",
@@ -25,6 +27,9 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+# The tools these tests read calls for are declared read-only: their calls may stand in running text and
+# their names be repaired to a near match (a tool given as a plain dict is side-effecting: test_prose.py).
+TOOLS: list[ToolSpec] = list(ToolPolicy.read_only(why="test tools").declare(normalize_tools(_DECLARED).values()))
 
 
 @pytest.mark.parametrize(

@@ -21,14 +21,19 @@ from tooldispatch.parsing.stream import (
     StreamEvent,
     StreamParser,
 )
+from tooldispatch.policy import ToolPolicy
+from tooldispatch.toolspec import ToolSpec, normalize_tools
 
-TOOLS: list[dict[str, Any]] = [
+_DECLARED: list[dict[str, Any]] = [
     {
         "name": "get_weather",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
     {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
 ]
+# The tools these tests read calls for are declared read-only: their calls may stand in running text and
+# their names be repaired to a near match (a tool given as a plain dict is side-effecting: test_prose.py).
+TOOLS: list[ToolSpec] = list(ToolPolicy.read_only(why="test tools").declare(normalize_tools(_DECLARED).values()))
 HERMES = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 DSML = (
     'Checking.\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'

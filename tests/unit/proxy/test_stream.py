@@ -19,9 +19,10 @@ from tooldispatch.backends.base import (
     ToolCallDelta,
     Usage,
 )
+from tooldispatch.policy import ToolPolicy
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.stream import SseTurn
-from tooldispatch.proxy.translate import Limits, ProxyRequest, read_request
+from tooldispatch.proxy.translate import Limits, ProxyRequest, ToolCache, read_request
 from tooldispatch.proxy.turn import answered, outcome_of
 
 WEATHER = {
@@ -42,10 +43,11 @@ TIME = {
 PARIS = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 
 
-def request(**body: Any) -> ProxyRequest:
-    """A streamed request with the weather and time tools."""
+def request(*, policy: ToolPolicy | None = None, **body: Any) -> ProxyRequest:
+    """A streamed request with the weather and time tools, declared read-only (the proxy's --policy)."""
     base: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER, TIME], "stream": True}
-    return read_request({**base, **body}, limits=Limits(), constrained=False)
+    cache = ToolCache(policy=policy if policy is not None else ToolPolicy.read_only(why="test"))
+    return read_request({**base, **body}, limits=Limits(), constrained=False, tool_cache=cache)
 
 
 def new_turn(req: ProxyRequest | None = None) -> SseTurn:
@@ -259,3 +261,12 @@ def test_streamed_and_whole_answers_carry_the_same_calls(
     assert streamed == expected
     final = json.loads(out[-2][6:])["choices"][0]["finish_reason"]
     assert final == ("tool_calls" if whole else reason)
+
+
+def test_an_undeclared_tools_call_goes_out_at_the_end_of_the_stream() -> None:
+    """Without a policy the tool is side-effecting: what follows its call decides, so the call goes out at close."""
+    turn = new_turn(request(policy=ToolPolicy()))
+    assert deltas(turn.feed(ContentDelta("Sure. <tool_"))) == [{"content": "Sure. "}]
+    assert turn.feed(ContentDelta('call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>')) == []
+    turn.feed(Finish("stop"))
+    assert calls_in(turn.close()) == [("get_weather", {"city": "Paris"})]
