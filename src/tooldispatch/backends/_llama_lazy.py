@@ -17,7 +17,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 from tooldispatch.errors import ConfigError
 
 
-class LazyLlamaGrammar(LlamaGrammar):  # type: ignore[misc]  # llama_cpp ships no type information
+class LazyLlamaGrammar(LlamaGrammar):
     """A ``LlamaGrammar`` that waits for one of ``trigger_patterns`` before it binds."""
 
     def __init__(self, text: str, trigger_patterns: tuple[str, ...]) -> None:
@@ -25,7 +25,7 @@ class LazyLlamaGrammar(LlamaGrammar):  # type: ignore[misc]  # llama_cpp ships n
         self.trigger_patterns = trigger_patterns
 
 
-class LazyGrammarLlama(llama_cpp.Llama):  # type: ignore[misc]  # llama_cpp ships no type information
+class LazyGrammarLlama(llama_cpp.Llama):
     """``llama_cpp.Llama`` whose sampler chain takes a ``LazyLlamaGrammar`` as llama.cpp's lazy grammar."""
 
     def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
