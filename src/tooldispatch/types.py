@@ -62,7 +62,8 @@ class Repair:
 
     Attributes:
         kind: what was repaired: ``name``, ``key``, ``type``, ``enum``, ``null_optional``, ``json``
-            (the arguments text needed lenient decoding), ``wrapper`` (tags or fences were off).
+            (the arguments text needed lenient decoding), ``wrapper`` (tags or fences were off), ``doubled_braces``
+            (the whole output was the call inside one extra pair of braces).
         path: JSON-pointer-like path of the edited value (``""`` for the call itself, ``"/unit"``).
         before: the value as the model wrote it.
         after: the value after the edit.

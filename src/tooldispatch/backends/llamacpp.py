@@ -44,7 +44,7 @@ from tooldispatch.models.gguf import GGUFError, GGUFHeader, read_header
 from tooldispatch.models.manifest import Manifest, Reasoning, list_models, load_manifest
 from tooldispatch.models.store import parse_spec, resolve
 from tooldispatch.prompting.formats import get_format
-from tooldispatch.prompting.grammar import tool_call_grammar
+from tooldispatch.prompting.grammar import LazyGrammar, lazy_tool_call_grammar, tool_call_grammar
 from tooldispatch.prompting.markers import MarkerSplitter
 from tooldispatch.prompting.prompt import render_prompt
 from tooldispatch.prompting.template import ChatTemplate, template_source
@@ -78,6 +78,7 @@ class _Profile:
     reasoning: Reasoning | None
     name: str
     context_length: int | None = None
+    call_shapes: tuple[str, ...] = ()
 
 
 def _profile(manifest: Manifest | str | None, family: str | None, model_path: Path) -> _Profile:
@@ -96,6 +97,7 @@ def _profile(manifest: Manifest | str | None, family: str | None, model_path: Pa
         manifest.reasoning,
         manifest.id,
         manifest.context_length,
+        manifest.call_shapes,
     )
 
 
@@ -149,6 +151,7 @@ class LlamaCppBackend:
         self._tool_format = get_format(tool_format or profile.tool_format).name
         self._tool_results = profile.tool_results
         self._reasoning = profile.reasoning
+        self._call_shapes = profile.call_shapes if self._tool_format == profile.tool_format else ()
         self.model_name = profile.name
         self.path = path
         self._seed = seed
@@ -164,8 +167,10 @@ class LlamaCppBackend:
                 "the llamacpp backend needs llama-cpp-python; install it with: pip install 'tooldispatch[llama]'"
             ) from exc
         self._llama_cpp = llama_cpp
+        from tooldispatch.backends._llama_lazy import LazyGrammarLlama
+
         try:
-            self._llm = llama_cpp.Llama(
+            self._llm = LazyGrammarLlama(
                 model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=verbose
             )
         except (ValueError, RuntimeError, OSError) as exc:
@@ -181,7 +186,7 @@ class LlamaCppBackend:
         self._add_bos = bool(model.add_bos_token())
         self._n_ctx = n_ctx
         self._lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[LazyGrammar, Any] = {}
         self._capabilities = Capabilities(
             native_tools=False,
             reasoning_field=False,
@@ -230,11 +235,24 @@ class LlamaCppBackend:
 
     def grammar_text(self, request: ChatRequest) -> str | None:
         """The GBNF grammar for a constrained request, or ``None`` when the request is not constrained."""
+        constraint = self.constraint(request)
+        return None if constraint is None else constraint.text
+
+    def constraint(self, request: ChatRequest) -> LazyGrammar | None:
+        """The grammar and its trigger patterns for a constrained request (``None``: not constrained).
+
+        Under ``tool_choice="auto"`` a family whose manifest lists ``call_shapes`` gets llama.cpp's lazy
+        grammar: free text until a call in its format or one of those shapes starts. Otherwise the grammar
+        binds from the first token (no trigger patterns).
+        """
         if not request.constrained or not request.tools or request.tool_choice == "none":
             return None
-        return tool_call_grammar(
+        if request.tool_choice == "auto" and self._call_shapes:
+            return lazy_tool_call_grammar(request.tools, self._tool_format, call_shapes=self._call_shapes)
+        text = tool_call_grammar(
             request.tools, self._tool_format, tool_choice=request.tool_choice, reasoning=self._reasoning
         )
+        return LazyGrammar(text, ())
 
     def check_grammar(self, text: str) -> None:
         """Have llama.cpp parse a GBNF grammar against this model's vocabulary.
@@ -251,14 +269,19 @@ class LlamaCppBackend:
             raise ConfigError("llama.cpp could not parse the tool-call grammar; see its log on stderr for the rule")
         self._llama_cpp.llama_sampler_free(sampler)
 
-    def _grammar(self, text: str) -> Any:
-        grammar = self._grammars.get(text)
+    def _grammar(self, constraint: LazyGrammar) -> Any:
+        grammar = self._grammars.get(constraint)
         if grammar is None:
             from llama_cpp.llama_grammar import LlamaGrammar  # present: the model loaded
 
-            self.check_grammar(text)
-            grammar = LlamaGrammar.from_string(text, verbose=self._verbose)
-            self._grammars[text] = grammar
+            from tooldispatch.backends._llama_lazy import LazyLlamaGrammar
+
+            self.check_grammar(constraint.text)
+            if constraint.trigger_patterns:
+                grammar = LazyLlamaGrammar(constraint.text, constraint.trigger_patterns)
+            else:
+                grammar = LlamaGrammar.from_string(constraint.text, verbose=self._verbose)
+            self._grammars[constraint] = grammar
         return grammar
 
     def _tokenize(self, prompt: str) -> list[int]:
@@ -343,8 +366,8 @@ class LlamaCppBackend:
                 n_ctx=self._n_ctx,
                 reserve=reserve,
             )
-        gtext = self.grammar_text(request)
-        grammar = self._grammar(gtext) if gtext is not None else None
+        constraint = self.constraint(request)
+        grammar = self._grammar(constraint) if constraint is not None else None
         loop = asyncio.get_running_loop()
         # Tokens cross from the worker thread in batches: the worker appends to ``box`` and wakes the
         # loop only when no wake-up is pending, so a busy loop takes several tokens per wake-up (fewer

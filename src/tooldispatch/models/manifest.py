@@ -30,6 +30,13 @@ from tooldispatch.errors import ConfigError
 TOOL_FORMATS = ("hermes", "hermes_list", "json", "pythonic", "gemma_tool_code")
 """Tool prompt formats a manifest may name (see ``tooldispatch.prompting``)."""
 
+CALL_SHAPES = ("json_fence", "bare_json")
+"""Shapes a family's models write JSON calls in besides their tool format's own, which a manifest may list as
+``call_shapes``: constrained ``auto`` decoding binds those calls too (``tooldispatch.prompting.grammar``)."""
+
+CALL_SHAPE_FORMATS = ("hermes", "json")
+"""The tool formats whose calls are single JSON objects, the only ones ``call_shapes`` may extend."""
+
 TOOL_RESULT_STYLES = ("tool_role", "user_turn")
 """How tool results go back: OpenAI ``tool`` messages, or user turns wrapped the way the tool format says
 (``<tool_response>`` for the JSON formats, a ``tool_output`` fence for Gemma)."""
@@ -79,6 +86,7 @@ _TOP_KEYS = frozenset(
         "context_length",
         "notes",
         "reasoning",
+        "call_shapes",
         "quantizations",
     }
 )
@@ -166,6 +174,8 @@ class Manifest:
         context_length: trained context length.
         notes: free text.
         reasoning: reasoning markers, when the family reasons.
+        call_shapes: shapes the family's models also write calls in (``CALL_SHAPES``), bound by constrained
+            ``auto`` decoding like the format's own.
         quantizations: by name.
         path: the manifest file.
     """
@@ -182,6 +192,7 @@ class Manifest:
     context_length: int | None = None
     notes: str = ""
     reasoning: Reasoning | None = None
+    call_shapes: tuple[str, ...] = ()
     quantizations: Mapping[str, Quantization] = field(default_factory=dict)
     path: Path | None = None
 
@@ -333,6 +344,15 @@ def parse_manifest(data: Mapping[str, Any], *, where: str = "manifest", path: Pa
             close=_req(f"{where} [reasoning]", r, "close", str),
             starts_open=_opt(f"{where} [reasoning]", r, "starts_open", bool, False),
         )
+    call_shapes = _str_tuple(where, data.get("call_shapes", []), "call_shapes")
+    unknown = [c for c in call_shapes if c not in CALL_SHAPES]
+    if unknown:
+        raise ConfigError(f"{where}: 'call_shapes' may list {', '.join(CALL_SHAPES)}, got {unknown[0]!r}")
+    if call_shapes and tool_format not in CALL_SHAPE_FORMATS:
+        raise ConfigError(
+            f"{where}: 'call_shapes' needs a tool format whose calls are JSON objects "
+            f"({', '.join(CALL_SHAPE_FORMATS)}), not {tool_format!r}; remove 'call_shapes' or change 'tool_format'"
+        )
     quants_raw = _opt(where, data, "quantizations", dict, {})
     quants = {name: _quantization(where, name, table) for name, table in quants_raw.items()}
     for q in quants.values():
@@ -351,6 +371,7 @@ def parse_manifest(data: Mapping[str, Any], *, where: str = "manifest", path: Pa
         context_length=_opt(where, data, "context_length", int, None),
         notes=_opt(where, data, "notes", str, ""),
         reasoning=reasoning,
+        call_shapes=call_shapes,
         quantizations=quants,
         path=path,
     )

@@ -25,7 +25,7 @@ from tooldispatch.parsing.formats._common import (
     unclosed_brackets,
 )
 from tooldispatch.parsing.lane import strict_outcome
-from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient
+from tooldispatch.parsing.lenient import FIX_DOUBLED_BRACES, LenientJSONError, doubled_braces, loads_lenient
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
@@ -53,6 +53,7 @@ _NO_CALL: Final = frozenset({FLAG_NO_CALL})
 _IN_REASONING: Final = frozenset({FLAG_IN_REASONING})
 _IN_PROSE: Final = frozenset({FLAG_IN_PROSE})
 _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
+_OWN_KIND_FIXES: Final = frozenset({FIX_DOUBLED_BRACES})  # tolerances recorded as a Repair of their own kind
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
 _REASONING_OR_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")
@@ -100,7 +101,9 @@ def parse_tool_calls(
     Returns:
         The calls, content, reasoning, every candidate with its bucket, the deepest stage needed and
         the ``no_call``/``in_reasoning`` flags. Lenient decoding and tag tolerances appear in a call's
-        ``repairs`` as ``Repair(kind="json" | "wrapper", path="", before=<tolerance name>, after=None)``.
+        ``repairs`` as ``Repair(kind="json" | "wrapper", path="", before=<tolerance name>, after=None)``; a whole
+        output that is one call inside doubled braces (``{{"name": ..., "arguments": {...}}}``) is read with
+        ``Repair(kind="doubled_braces", path="", before="doubled_braces", after=None)``.
 
     Raises:
         ConfigError: the tools, ``tool_format`` or ``repair`` are invalid (never because of the text).
@@ -263,6 +266,11 @@ def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: f
     """
     if view.isspace() or not view:
         return []
+    doubled = doubled_braces(view) if view.lstrip().startswith("{{") else None
+    if doubled is not None:
+        found = _undoubled(view, doubled, specs)
+        if found is not None:
+            return [found]
     strict = find_strict(view, tool_format, for_view(markers, view))
     strict = [typed_call(raw, specs) if raw.format in XML_VALUE_FORMATS else raw for raw in strict]
     try:
@@ -276,6 +284,27 @@ def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: f
     except (RecursionError, TimeoutError):
         fallback = []
     return sorted([*strict, *fallback], key=lambda raw: raw.span)
+
+
+def _undoubled(view: str, inner: tuple[int, int], specs: Mapping[str, ToolSpec]) -> RawCall | None:
+    """The call a whole text in doubled braces holds, when the object inside is exactly one call.
+
+    The call's span covers the outer braces too, and ``doubled_braces`` joins its tolerances.
+    """
+    start, end = inner
+    try:
+        found = find_fallback(view, specs, exclude=[(0, start), (end, len(view))])
+    except (RecursionError, TimeoutError):
+        return None
+    if len(found) != 1 or found[0].span != inner or found[0].decode_error is not None or found[0].truncated:
+        return None
+    raw = found[0]
+    outer = (view.index("{"), len(view.rstrip()))
+    return RawCall(
+        outer, view[outer[0] : outer[1]], f"{FIX_DOUBLED_BRACES}:{raw.format}", raw.stage, raw.name, raw.arguments,
+        raw.arguments_text, raw.decode_error, raw.truncated, (*raw.lenient, FIX_DOUBLED_BRACES), raw.flags,
+        raw.unearned,
+    )  # fmt: skip
 
 
 def _key(name: str | None, arguments: Any) -> str:
@@ -302,6 +331,13 @@ def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSp
     if repair is not None:
         return repair.get(spec.name, spec.repair)
     return spec.repair
+
+
+def _fix_kind(fix: str) -> str:
+    """The ``Repair.kind`` a tolerance is recorded as: its own name, ``wrapper`` or ``json``."""
+    if fix in _OWN_KIND_FIXES:
+        return fix
+    return "wrapper" if fix in _WRAPPER_FIXES else "json"
 
 
 def _valid_as_written(raw: RawCall, specs: Mapping[str, ToolSpec], flags: frozenset[str]) -> Candidate | None:
@@ -340,11 +376,7 @@ def _evaluate(
     cache: dict[tuple[str | None, str, str], RepairResult] | None,
 ) -> tuple[Candidate, str | None]:
     """Bucket one RawCall; also return the declared name it resolved to when accepted."""
-    tolerances = (
-        tuple(Repair("wrapper" if fix in _WRAPPER_FIXES else "json", "", fix, None) for fix in raw.lenient)
-        if raw.lenient
-        else ()
-    )
+    tolerances = tuple(Repair(_fix_kind(fix), "", fix, None) for fix in raw.lenient) if raw.lenient else ()
     found_stage: Stage = "fallback" if raw.lenient else raw.stage
     args = raw.arguments if isinstance(raw.arguments, dict) else None
     if raw.unearned is not None:

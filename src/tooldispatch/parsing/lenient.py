@@ -21,6 +21,10 @@ fix                    what was tolerated
 ``trailing_text``      text after the first complete value (ignored)
 =====================  ==============================================================
 
+One more tolerance is about the text around the value, not the value: ``doubled_braces``, a call object
+written inside one extra pair of braces (``{{"name": ..., "arguments": {...}}}``, as in a prompt template
+whose braces were never unescaped), read by :func:`doubled_braces` only when that is the whole text.
+
 ``NaN`` and ``Infinity`` are rejected: they are not JSON, and no tool schema wants them.
 
 The parser is iterative with an explicit stack, so deep nesting cannot exhaust Python's recursion
@@ -38,16 +42,21 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
+    "FIX_DOUBLED_BRACES",
     "MAX_DEPTH",
     "NOT_JSON",
     "LenientJSONError",
     "LenientResult",
+    "doubled_braces",
     "loads_lenient",
     "loads_strict",
     "scan_json",
     "skip_json_space",
     "strict_value",
 ]
+
+FIX_DOUBLED_BRACES: Final = "doubled_braces"
+"""The tolerance of a whole text that is one object inside one extra pair of braces."""
 
 MAX_DEPTH: Final = 100
 """The deepest nesting of arrays and objects accepted (tool arguments rarely pass 10)."""
@@ -193,6 +202,26 @@ _JSON_WS: Final = re.compile(r"[ \t\n\r]*")
 def skip_json_space(text: str, pos: int) -> int:
     """The position after the JSON whitespace (space, tab, line feed, carriage return) at ``pos``."""
     return _JSON_WS.match(text, pos).end()  # type: ignore[union-attr]  # a star pattern always matches
+
+
+def doubled_braces(text: str) -> tuple[int, int] | None:
+    """Where the object inside doubled braces starts and ends, when that is the whole text, else ``None``.
+
+    The text, JSON whitespace around it aside, must be ``{`` + one complete JSON object + ``}``, the braces
+    touching: ``{{"name": "f", "arguments": {}}}`` gives the span of ``{"name": "f", "arguments": {}}``.
+    Doubled braces with anything around them (a template in prose, a second value) give ``None``.
+    """
+    start = skip_json_space(text, 0)
+    end = len(text.rstrip(" \t\n\r"))
+    if not text.startswith("{{", start) or end - start < 4 or text[end - 2 : end] != "}}":
+        return None
+    try:
+        value, stop = scan_json(text, start + 1)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if type(value) is not dict or stop != end - 1:
+        return None
+    return start + 1, stop
 
 
 def loads_strict(text: str) -> Any:

@@ -10,6 +10,14 @@ tool's schema: required keys first in declared order, then optional keys in decl
 ``items``) and nested objects. Anything the generator does not model (``$ref``, ``pattern``, free-form
 objects) falls back to a generic JSON value. Separators are fixed (``", "`` and ``": "``), so output looks
 like ``json.dumps``.
+
+``lazy_tool_call_grammar`` is the ``auto`` grammar for families whose models write JSON calls in shapes of
+their own (a ```` ```json ```` fence, a bare ``{"name": ...}`` object) besides their format's: a grammar of
+the call alone plus trigger patterns, for llama.cpp's lazy grammar sampler. Text before a trigger is free;
+the grammar binds from the trigger on. A trigger fires only on a call object that names an offered tool,
+written in one of the declared shapes, and only while the text so far is one the grammar accepts, so the
+sampler is never handed text it cannot take. JSON whitespace is free there (llama.cpp's own ``space``
+rule), so the model keeps its layout while the grammar binds names, keys and value types.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
@@ -54,7 +63,15 @@ _DEPENDS: Mapping[str, tuple[str, ...]] = {
     "object": ("string", "value"),
     "array": ("value",),
 }
-_PRIMITIVE_ORDER = ("value", "object", "array", "string", "char", "number", "integer", "boolean", "null")
+_PRIMITIVE_ORDER = ("value", "object", "array", "string", "char", "number", "integer", "boolean", "null", "ws")
+
+# JSON with free whitespace (lazy grammars): llama.cpp's ``space`` rule, and the containers using it.
+_WS = '| " " | "\\n" [ \\t]{0,20}'
+_WS_REGEX = "(?: |\\n[ \\t]{0,20})?"
+_SPACED_CONTAINERS: Mapping[str, str] = {
+    "object": '"{" ws (string ws ":" ws value (ws "," ws string ws ":" ws value)*)? ws "}"',
+    "array": '"[" ws (value (ws "," ws value)*)? ws "]"',
+}
 
 
 def gbnf_literal(text: str) -> str:
@@ -69,8 +86,9 @@ def _rule_name(text: str) -> str:
 
 
 class _Builder:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, *, spaced: bool = False) -> None:
         self.dialect = dialect
+        self.spaced = spaced
         self.rules: dict[str, str] = {}
         self.primitives: set[str] = set()
 
@@ -79,7 +97,16 @@ class _Builder:
             self.primitives.add(primitive)
             for dep in _DEPENDS.get(primitive, ()):
                 self.use(dep)
+            if self.spaced and primitive in _SPACED_CONTAINERS:
+                self.use("ws")
         return primitive
+
+    def sep(self, text: str) -> str:
+        """A separator (``", "`` or ``": "``): fixed, or its punctuation between free whitespace."""
+        if not self.spaced:
+            return gbnf_literal(text)
+        self.use("ws")
+        return f"ws {gbnf_literal(text.strip())} ws"
 
     def add(self, base: str, body: str) -> str:
         name, n = base, 2
@@ -118,9 +145,12 @@ class _Builder:
             return "null"
         if kind == "array":
             item = self.value(schema.get("items"), f"{name}-item")
-            more = f'{item} (", " {item})*'
+            comma = self.sep(", ")
+            more = f"{item} ({comma} {item})*"
             min_items = schema.get("minItems", 0)
-            body = f'"[" {more} "]"' if isinstance(min_items, int) and min_items > 0 else f'"[" ({more})? "]"'
+            open_, close = ('"[" ws', 'ws "]"') if self.spaced else ('"["', '"]"')
+            has_items = isinstance(min_items, int) and min_items > 0
+            body = f"{open_} {more} {close}" if has_items else f"{open_} ({more})? {close}"
             return self.add(name, body)
         if kind == "object" and isinstance(schema.get("properties"), Mapping) and schema["properties"]:
             return self.add(name, self.members(schema, name, "{", "}", json_keys=True))
@@ -133,26 +163,39 @@ class _Builder:
         required = [k for k in props if k in req_list] + [k for k in req_list if k not in props]
         optional = [k for k in props if k not in req_list]
 
+        spaced = self.spaced and json_keys
+        comma = self.sep(", ") if json_keys else gbnf_literal(", ")
+
         def member(key: str) -> str:
             value = self.value(props.get(key), f"{name}-{_rule_name(key)}")
-            label = json.dumps(key, ensure_ascii=False) + ": " if json_keys else f"{key}="
-            return f"{gbnf_literal(label)} {value}"
+            if not json_keys:
+                return f"{gbnf_literal(f'{key}=')} {value}"
+            if spaced:
+                return f"{gbnf_literal(json.dumps(key, ensure_ascii=False))} {self.sep(': ')} {value}"
+            return f"{gbnf_literal(json.dumps(key, ensure_ascii=False) + ': ')} {value}"
 
         req = [member(k) for k in required]
         opt = [member(k) for k in optional]
         if req:
-            body = " ".join([req[0], *(f'", " {r}' for r in req[1:]), *(f'(", " {o})?' for o in opt)])
+            body = " ".join([req[0], *(f"{comma} {r}" for r in req[1:]), *(f"({comma} {o})?" for o in opt)])
         elif opt:
-            alts = [" ".join([o, *(f'(", " {p})?' for p in opt[i + 1 :])]) for i, o in enumerate(opt)]
+            alts = [" ".join([o, *(f"({comma} {p})?" for p in opt[i + 1 :])]) for i, o in enumerate(opt)]
             body = "(" + " | ".join(alts) + ")?"
+        elif spaced:
+            return f"{gbnf_literal(open_)} ws {gbnf_literal(close)}"
         else:
             return f"{gbnf_literal(open_ + close)}"
+        if spaced:
+            return f"{gbnf_literal(open_)} ws {body} ws {gbnf_literal(close)}"
         return f"{gbnf_literal(open_)} {body} {gbnf_literal(close)}"
 
     def render(self, root: str) -> str:
         lines = [f"root ::= {root}"]
         lines += [f"{k} ::= {v}" for k, v in self.rules.items()]
         prim = dict(_PRIMITIVES)
+        if self.spaced:
+            prim.update(_SPACED_CONTAINERS)
+            prim["ws"] = _WS
         prim["boolean"] = '"True" | "False"' if self.dialect == "python" else '"true" | "false"'
         prim["null"] = '"None"' if self.dialect == "python" else '"null"'
         lines += [f"{k} ::= {prim[k]}" for k in _PRIMITIVE_ORDER if k in self.primitives]
@@ -170,8 +213,14 @@ def _json_calls(b: _Builder, tools: Sequence[ToolSpec], args_key: str) -> str:
                 args = b.add(f"{base}-args", args)
         else:
             args = b.use("object")
-        head = gbnf_literal(json.dumps({"name": t.name}, ensure_ascii=False)[:-1] + f', "{args_key}": ')
-        alts.append(b.add(f"call-{base}", f'{head} {args} "}}"'))
+        if b.spaced:
+            name = gbnf_literal(json.dumps(t.name, ensure_ascii=False))
+            colon, comma = b.sep(": "), b.sep(", ")
+            head = f'"{{" ws "\\"name\\"" {colon} {name} {comma} "\\"{args_key}\\"" {colon}'
+            alts.append(b.add(f"call-{base}", f'{head} {args} ws "}}"'))
+        else:
+            head = gbnf_literal(json.dumps({"name": t.name}, ensure_ascii=False)[:-1] + f', "{args_key}": ')
+            alts.append(b.add(f"call-{base}", f'{head} {args} "}}"'))
     return b.add("call", " | ".join(alts))
 
 
@@ -242,3 +291,107 @@ def tool_call_grammar(
         else:
             root = f"{b.add('think', f'{gbnf_literal(reasoning.open)} [^<]* {close}')}? {body}"
     return b.render(root)
+
+
+@dataclass(frozen=True, slots=True)
+class CallShape:
+    """A way of writing one JSON call object: the text around it, as GBNF and as a regex of its opening.
+
+    Attributes:
+        open: GBNF for the text before the object (empty for a bare object).
+        open_regex: a regex (ECMAScript, for llama.cpp) of exactly the texts ``open`` admits.
+        close: GBNF for the text after the object.
+    """
+
+    open: str
+    open_regex: str
+    close: str
+
+
+CALL_SHAPES: Mapping[str, CallShape] = {
+    "tool_call_tag": CallShape('"<tool_call>" ws', "<tool_call>" + _WS_REGEX, 'ws "</tool_call>"'),
+    "json_fence": CallShape('"```" "json"? "\\n" ws', "```(?:json)?\\n" + _WS_REGEX, 'ws "```"'),
+    "bare_json": CallShape("", "", ""),
+}
+"""Call shapes by name: the formats' own (``tool_call_tag``, ``bare_json``) and those a manifest's
+``call_shapes`` may add (``json_fence``, ``bare_json``)."""
+
+FORMAT_CALL_SHAPE: Mapping[str, str] = {"hermes": "tool_call_tag", "json": "bare_json"}
+"""The shape of one call in each format that writes a single JSON call object; the others (lists of
+calls, Python calls) have no lazy grammar."""
+
+
+@dataclass(frozen=True, slots=True)
+class LazyGrammar:
+    """A grammar that binds from a trigger on (llama.cpp's ``llama_sampler_init_grammar_lazy_patterns``).
+
+    Attributes:
+        text: GBNF whose ``root`` is the call, from the first character a trigger matches.
+        trigger_patterns: regexes searched in the text generated so far; one matches when the text ends in the
+            start of a call the grammar accepts, and its first group marks where the grammar takes over.
+    """
+
+    text: str
+    trigger_patterns: tuple[str, ...]
+
+
+def _regex_escape(text: str) -> str:
+    """Escape text for an ECMAScript regex (std::regex, as llama.cpp compiles trigger patterns)."""
+    return "".join("\\" + c if c in "\\^$.|?*+()[]{}/" else c for c in text)
+
+
+def _any_prefix(parts: Sequence[str]) -> str:
+    """A regex of every prefix of the concatenation of ``parts``: literal texts, and ``_WS_REGEX`` entries
+    standing for the grammar's ``ws`` (whose language already holds every prefix of its words)."""
+    tail = ""
+    for part in reversed(parts):
+        if part == _WS_REGEX:
+            tail = part + tail
+            continue
+        shorter = ""
+        for ch in reversed(part[:-1]):
+            shorter = f"(?:{_regex_escape(ch)}{shorter})?"
+        tail = f"(?:{_regex_escape(part)}{tail}|{shorter})"
+    return tail
+
+
+def lazy_tool_call_grammar(
+    tools: Sequence[ToolSpec], tool_format: str, *, call_shapes: Sequence[str] = ()
+) -> LazyGrammar:
+    """Build the lazy grammar for a constrained ``tool_choice="auto"`` turn.
+
+    Args:
+        tools: the tools offered; a trigger fires only on a call naming one of them.
+        tool_format: the family's format; its own call shape is always bound (``hermes``: ``<tool_call>``,
+            ``json``: the bare object).
+        call_shapes: further shapes the family's models write calls in (``json_fence``, ``bare_json``; the
+            manifest's ``call_shapes``).
+
+    Returns:
+        The grammar of one call in any of the shapes, and the trigger patterns that start it.
+
+    Raises:
+        ConfigError: no tools, a format without a single-JSON-object call, or an unknown shape.
+    """
+    own = FORMAT_CALL_SHAPE.get(tool_format)
+    if own is None:
+        raise ConfigError(
+            f"tool format {tool_format!r} has no lazy grammar; call shapes need one of {', '.join(FORMAT_CALL_SHAPE)}"
+        )
+    unknown = [s for s in call_shapes if s not in CALL_SHAPES]
+    if unknown:
+        raise ConfigError(f"unknown call shape {unknown[0]!r}; choose among {', '.join(CALL_SHAPES)}")
+    if not tools:
+        raise ConfigError("constrained decoding needs at least one tool")
+    shapes = [CALL_SHAPES[name] for name in dict.fromkeys([own, *call_shapes])]
+    b = _Builder("json", spaced=True)
+    args_key = FORMATS[tool_format].arguments_key
+    call = _json_calls(b, tools, args_key)
+    b.use("ws")
+    root = " | ".join(" ".join(p for p in (s.open, call, s.close) if p) for s in shapes)
+    names = "|".join(_regex_escape(json.dumps(t.name, ensure_ascii=False)[1:-1]) for t in tools)
+    colon, comma = [_WS_REGEX, ":", _WS_REGEX], [_WS_REGEX, ",", _WS_REGEX]
+    after_name = _any_prefix([*comma, f'"{args_key}"', *colon, "{", _WS_REGEX])
+    opens = "|".join(s.open_regex for s in shapes)
+    head = f'\\{{{_WS_REGEX}"name"{_WS_REGEX}:{_WS_REGEX}"(?:{names})"'
+    return LazyGrammar(b.render(root), (f"((?:{opens}){head}{after_name})$",))
