@@ -356,7 +356,11 @@ def completion_json(
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if calls else (finish_reason or "stop"),
+                "finish_reason": "length"
+                if finish_reason == "length"
+                else "tool_calls"
+                if calls
+                else (finish_reason or "stop"),
                 "logprobs": None,
             }
         ],
