@@ -39,7 +39,7 @@ from tooldispatch.parsing.stream import CallReady, ContentText, ReasoningEnded, 
 from tooldispatch.proxy.guard import FLAG, answered_calls, call_key, mark
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.translate import ProxyRequest, new_id, tool_call_json, usage_json
-from tooldispatch.proxy.turn import finish_of, rejected_text
+from tooldispatch.proxy.turn import finish_of, with_rejected
 from tooldispatch.types import ParseOutcome, ToolCall
 
 DONE = b"data: [DONE]\n\n"
@@ -256,9 +256,20 @@ class SseTurn:
             self._repeated, self._held = self._held, []
             self.stats.flags = ",".join(sorted({*filter(None, self.stats.flags.split(",")), FLAG}))
             self._finish = None
-        elif not self._sent and (lost := rejected_text(outcome)):
-            out.extend(self._content_chunk(f"\n{lost}" if self._content else lost))
+        elif not self._sent:
+            out.extend(self._catch_up(outcome))
         return out
+
+    def _catch_up(self, outcome: ParseOutcome) -> list[bytes]:
+        """What the whole answer's content has and the stream has not sent: text the stream held as a possible
+        call that turned out to be prose, and the text of rejected candidates (an answer without calls keeps
+        what the model wrote)."""
+        target = with_rejected(outcome.content, outcome)
+        emitted = "".join(self._content)
+        if target.startswith(emitted):
+            return self._content_chunk(target[len(emitted) :])
+        missing = "\n".join(c.raw for c in outcome.rejected if c.span != (-1, -1) and c.raw not in emitted)
+        return self._content_chunk(f"\n{missing}" if missing and emitted else missing)
 
     @property
     def guarded(self) -> bool:
@@ -300,7 +311,11 @@ class SseTurn:
         reason = finish_of(finish_reason, bool(self._sent))
         if self._repeated:
             tail = json.dumps(
-                {**self._meta, **mark(self._repeated), "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]},
+                {
+                    **self._meta,
+                    "tooldispatch": mark(self._repeated),
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+                },
                 ensure_ascii=False,
             )
             out.append(b"data: " + tail.encode() + b"\n\n")
