@@ -128,11 +128,10 @@ def test_unknown_name_calls_are_counted_in_the_statistics(tmp_path: Path) -> Non
 
 def test_access_log_has_one_line_per_request_without_bodies(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Each request logs one line with status, model, tokens, calls and buckets, and never the body's text."""
-    with caplog.at_level(logging.INFO, logger="tooldispatch.proxy.access"):
-        with scripted_proxy(tmp_path) as running:
-            _post(running.url, {"messages": ASK, "tools": [WEATHER]})
-            _post(running.url, {"messages": ASK, "n": 3})
-            running.counted(2)
+    with caplog.at_level(logging.INFO, logger="tooldispatch.proxy.access"), scripted_proxy(tmp_path) as running:
+        _post(running.url, {"messages": ASK, "tools": [WEATHER]})
+        _post(running.url, {"messages": ASK, "n": 3})
+        running.counted(2)
     lines = [r.getMessage() for r in caplog.records if r.name == "tooldispatch.proxy.access"]
     assert len(lines) == 2
     assert lines[0].startswith("POST /v1/chat/completions 200 model=scripted mode=client stream=no tokens=10+5 calls=1")
