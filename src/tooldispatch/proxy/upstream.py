@@ -130,6 +130,8 @@ class Upstream:
             if self._transport is None:
                 self._transport = transport_for(self.backend.base_url, timeout_s=self.timeout_s, headers=self._headers)
             events = wire_events(self.backend, self._transport, request, stream=stream)
+            if stream:  # the transport bounds each read by timeout_s already: each gap of the stream
+                return events
         else:
             events = self.backend.stream(request)
         return _bounded(events, self.timeout_s, whole=not stream, where=self.base_url or "the in-process model")
