@@ -9,7 +9,7 @@ same calls.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -75,7 +75,7 @@ def finish_of(finish_reason: str | None, calls: bool) -> str:
 
 async def first_events(
     upstream: Upstream, request: ProxyRequest, stats: RequestStats, *, stream: bool
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """The turn's events, its completion budget clamped to what is left of the context window when needed.
 
     When the prompt fits but the prompt and ``max_tokens`` do not, the turn is asked again with ``max_tokens``
