@@ -33,6 +33,7 @@ from tooldispatch.backends.base import (
     ReasoningEnd,
     Usage,
 )
+from tooldispatch.backends.messages import normalize_messages
 from tooldispatch.errors import (
     BackendUnavailable,
     ConfigError,
@@ -226,7 +227,7 @@ class LlamaCppBackend:
         tools = request.tools if request.tool_choice != "none" else ()
         return render_prompt(
             self.template,
-            request.messages,
+            normalize_messages(request.messages),
             tools,
             tool_format=self._tool_format,
             tool_results=self._tool_results,

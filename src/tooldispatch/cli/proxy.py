@@ -20,7 +20,26 @@ proxy_app = typer.Typer(
     invoke_without_command=True,
 )
 
-_STORE_HELP = "The SQLite state file every request is counted in."
+_STORE_HELP = "The SQLite state file every request is counted in (default: the per-user store, as `run` uses)."
+
+
+def _store_target(store: Path | None) -> str:
+    """``--store``, else the per-user store every other command uses (``tooldispatch config``)."""
+    from tooldispatch.home import default_store
+
+    return str(store) if store is not None else default_store()
+
+
+def _access_log() -> None:
+    """Print the proxy's access-log lines on stderr, one per request."""
+    import logging
+
+    access = logging.getLogger("tooldispatch.proxy.access")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -68,14 +87,37 @@ def proxy(
     quant: Annotated[
         str | None, typer.Option("--quant", help="Quantization label in the statistics (default: NAME@QUANT's).")
     ] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds to wait for the upstream.")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout", help="Seconds the upstream may take for a whole answer, or between two events of a stream."
+        ),
+    ] = None,
+    n_ctx: Annotated[
+        int | None,
+        typer.Option(
+            "--n-ctx", min=16, help="Context window of an in-process model, in tokens (default: the model's)."
+        ),
+    ] = None,
+    repeat_guard: Annotated[
+        bool,
+        typer.Option(
+            "--repeat-guard/--no-repeat-guard",
+            help="Answer a turn whose calls only repeat calls already answered since the user's last message "
+            "without calls (generated again with tool_choice none, marked x-tooldispatch-repeat-guard).",
+        ),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No access-log line per request.")] = False,
+    client_timeout: Annotated[
+        float, typer.Option("--client-timeout", min=0.1, help="Seconds a client may take to send its request body.")
+    ] = 60.0,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8100,
     api_key_env: Annotated[
         str | None,
         typer.Option("--api-key-env", help="Environment variable holding the key every client must send."),
     ] = None,
-    store: Annotated[Path, typer.Option("--store", help=_STORE_HELP)] = Path("state.db"),
+    store: Annotated[Path | None, typer.Option("--store", help=_STORE_HELP)] = None,
     record: Annotated[
         bool, typer.Option("--record", help="Also keep request bodies, raw outputs and answers in the store.")
     ] = False,
@@ -114,7 +156,7 @@ def proxy(
     from tooldispatch.policy import load_policy
     from tooldispatch.proxy import Limits, Proxy, Recorder, build_app, build_upstream
     from tooldispatch.proxy.translate import ToolCache
-    from tooldispatch.store import Store
+    from tooldispatch.store import open_store
 
     if parse not in (None, "server", "client"):
         raise _fail(ConfigError(f"--parse {parse!r}: use server or client"))
@@ -144,21 +186,35 @@ def proxy(
             upstream_key_env=upstream_key_env,
             quant=quant,
             timeout_s=timeout,
+            n_ctx=n_ctx,
         )
-        state = Store(store)
+        target = _store_target(store)
+        if "://" not in target:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        state = open_store(target)
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     limits = Limits(max_body_bytes=max_body_bytes, max_tools=max_tools)
-    tool_cache = ToolCache(policy=declared)
-    app = build_app(
-        Proxy(upstream, limits, api_key=key, recorder=Recorder(state), record=record, tool_cache=tool_cache)
+    proxy = Proxy(
+        upstream,
+        limits,
+        api_key=key,
+        recorder=Recorder(state),
+        record=record,
+        repeat_guard=repeat_guard,
+        access_log=not quiet,
+        client_timeout_s=client_timeout,
+        tool_cache=ToolCache(policy=declared),
     )
+    app = build_app(proxy)
     where = upstream.base_url or "in process"
     tools = declared.source if declared is not None else "no --policy, every tool side-effecting"
     typer.echo(
         f"proxy for {upstream.model} ({upstream.engine}, {upstream.mode} parse, {where}) on http://{host}:{port}/v1; "
-        f"counting into {store}; tools: {tools}"
+        f"counting into {target}; tools: {tools}"
     )
+    if not quiet:
+        _access_log()
     try:
         # No X-Forwarded-* rewriting (the proxy never reads the client's address) and no "server" header: each
         # costs uvicorn work on every request (``docs/benchmarks.md``, the proxy section).
@@ -178,7 +234,7 @@ def proxy(
 
 @proxy_app.command("stats")
 def stats(
-    store: Annotated[Path, typer.Option("--store", help=_STORE_HELP)] = Path("state.db"),
+    store: Annotated[Path | None, typer.Option("--store", help=_STORE_HELP)] = None,
 ) -> None:
     """Print the parse-repair rates of the traffic counted so far, per model and quantization."""
     from rich.console import Console
@@ -187,22 +243,23 @@ def stats(
     from tooldispatch.proxy.stats import BUCKETS, has_requests, rates
     from tooldispatch.store import open_store
 
-    if not store.is_file():
-        raise _fail(ConfigError(f"no state file at {store}; pass --store with the file given to `tooldispatch proxy`"))
+    target = _store_target(store)
+    if "://" not in target and not Path(target).is_file():
+        raise _fail(ConfigError(f"no state file at {target}; pass --store with the file given to `tooldispatch proxy`"))
     try:
-        st = open_store(store, readonly=True)
+        st = open_store(target, readonly=True)
     except TooldispatchError as exc:
         raise _fail(exc) from exc
     try:
         if st.fetchone("SELECT 1 FROM schema_migrations WHERE name = 'proxy_0001_requests'") is None:
-            raise _fail(ConfigError(f"{store} holds no proxy traffic; pass the --store given to `tooldispatch proxy`"))
+            raise _fail(ConfigError(f"{target} holds no proxy traffic; pass the --store given to `tooldispatch proxy`"))
         if not has_requests(st):
-            typer.echo(f"no proxied request counted in {store} yet")
+            typer.echo(f"no proxied request counted in {target} yet")
             return
         rows = rates(st)
     finally:
         st.close()
-    table = Table(title=f"parse-repair rates of proxied traffic ({store})")
+    table = Table(title=f"parse-repair rates of proxied traffic ({target})")
     columns = (
         "model",
         "quant",

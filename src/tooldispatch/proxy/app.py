@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +32,19 @@ from starlette.types import Receive, Scope, Send
 
 from tooldispatch.backends.base import Event
 from tooldispatch.errors import TooldispatchError
-from tooldispatch.proxy.errors import ProxyError, from_backend, invalid
+from tooldispatch.proxy.errors import ProxyError, from_backend, upstream_dropped
+from tooldispatch.proxy.fields import decode_body, too_deep
+from tooldispatch.proxy.guard import HEADER as GUARD_HEADER
+from tooldispatch.proxy.guard import without_calls
 from tooldispatch.proxy.stats import Recorder, RequestStats, record_json
 from tooldispatch.proxy.stream import SseTurn
 from tooldispatch.proxy.translate import Limits, ProxyRequest, ToolCache, new_id, read_request
-from tooldispatch.proxy.turn import complete, dumps
+from tooldispatch.proxy.turn import complete, dumps, first_events
 from tooldispatch.proxy.upstream import Upstream
 
 _log = logging.getLogger("tooldispatch.proxy")
+_access = logging.getLogger("tooldispatch.proxy.access")
+_BUDGET_HEADER = "x-tooldispatch-completion-budget"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -55,17 +59,24 @@ class SseResponse:
     after (a model reasoning, a call being held); this one watches for it while waiting.
     """
 
-    def __init__(self, head: bytes, body: AsyncIterator[bytes], on_close: Callable[[bool], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        head: bytes,
+        body: AsyncIterator[bytes],
+        on_close: Callable[[bool], Awaitable[None]],
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         """Send ``head`` (what is ready when the response starts) at once, then stream ``body``;
         ``on_close(disconnected)`` is awaited once the stream has ended either way (also when ``body`` never
-        started, so it must release what ``body`` would have)."""
+        started, so it must release what ``body`` would have). ``headers`` are added to the SSE headers."""
+        self.headers = _SSE_HEADERS + [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
         self.head = head
         self.body = body
         self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         disconnected = False
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
@@ -117,6 +128,39 @@ def _internal(exc: Exception) -> ProxyError:
     )
 
 
+def _marks(stats: RequestStats, answer: Mapping[str, Any] | None) -> dict[str, str]:
+    """The headers that say what the proxy changed: the clamped completion budget, a guarded answer."""
+    headers: dict[str, str] = {}
+    if stats.budget is not None:
+        headers[_BUDGET_HEADER] = str(stats.budget)
+    if answer is not None and "tooldispatch" in answer:
+        headers[GUARD_HEADER] = ",".join(c["name"] for c in answer["tooldispatch"]["repeat_guard"]["repeated"])
+    return headers
+
+
+def access_line(stats: RequestStats) -> str:
+    """One request as the access log writes it: status, model, mode, tokens, calls by bucket, time (never a key
+    or a body)."""
+    tokens = f"{stats.prompt_tokens}+{stats.completion_tokens}" if stats.prompt_tokens is not None else "-"
+    buckets = ",".join(f"{k}:{v}" for k, v in sorted(stats.buckets.items())) or "-"
+    parts = [
+        f"POST /v1/chat/completions {stats.status}",
+        f"model={stats.model}",
+        f"mode={stats.mode}",
+        f"stream={'yes' if stats.stream else 'no'}",
+        f"tokens={tokens}",
+        f"calls={stats.calls}",
+        f"buckets={buckets}",
+        f"finish={stats.finish_reason or '-'}",
+        f"{stats.latency_s * 1000:.1f}ms",
+    ]
+    if stats.error:
+        parts.append(f"error={stats.error}")
+    if stats.flags:
+        parts.append(f"flags={stats.flags}")
+    return " ".join(parts)
+
+
 def _error(err: ProxyError) -> Response:
     return Response(dumps(err.body()), status_code=err.status, media_type="application/json", headers=err.headers)
 
@@ -132,6 +176,9 @@ class Proxy:
         recorder: where requests are counted (``None``: not counted).
         record: keep request bodies, raw outputs and answers (``--record``).
         tool_cache: the tool lists already checked (``ToolCache``: agents send the same tools every turn).
+        repeat_guard: answer a turn that only repeats answered calls without calls (``guard``).
+        access_log: one log line per request (``--quiet`` turns it off).
+        client_timeout_s: how long a client may take to send its request body.
     """
 
     upstream: Upstream
@@ -140,6 +187,9 @@ class Proxy:
     recorder: Recorder | None = None
     record: bool = False
     tool_cache: ToolCache = field(default_factory=ToolCache, repr=False)
+    repeat_guard: bool = False
+    access_log: bool = True
+    client_timeout_s: float = 60.0
 
     def __repr__(self) -> str:
         return f"Proxy(upstream={self.upstream!r}, limits={self.limits!r}, key={'set' if self.api_key else 'none'})"
@@ -167,7 +217,15 @@ class Proxy:
         parts: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            try:
+                async with asyncio.timeout(self.client_timeout_s):
+                    message = await receive()
+            except TimeoutError:
+                raise ProxyError(
+                    408,
+                    f"the request body did not arrive within {self.client_timeout_s:g} s; send it whole, promptly",
+                    code="request_timeout",
+                ) from None
             if message["type"] == "http.disconnect":
                 raise ProxyError(499, "the client went away before its request was read", code="client_disconnected")
             part = message.get("body", b"")
@@ -196,6 +254,8 @@ class Proxy:
         stats.latency_s = time.monotonic() - started
         if self.recorder is not None:
             self.recorder.add(stats)
+        if self.access_log:
+            _access.info("%s", access_line(stats))
 
     # -- routes ---------------------------------------------------------------------------------------
 
@@ -207,28 +267,31 @@ class Proxy:
         try:
             self._authorize(scope)
             raw = await self._body(scope, receive)
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                raise invalid(f"the body is not JSON: {exc}") from exc
+            body = decode_body(raw)
             proxied = read_request(
-                body, limits=self.limits, constrained=self.upstream.constrained, tool_cache=self.tool_cache
+                body,
+                limits=self.limits,
+                constrained=self.upstream.constrained,
+                tool_cache=self.tool_cache,
+                local=self.upstream.mode == "in-process",
             )
             stats = self._stats(proxied, stream=proxied.stream)
             if not proxied.tools and self.upstream.forwards:
                 return await self._forward(proxied, raw, stats, started)
             if proxied.stream:
                 return await self._stream(proxied, stats, started)
-            answer = await complete(self.upstream, proxied, stats, record=self.record)
+            answer = await complete(self.upstream, proxied, stats, record=self.record, guard=self.repeat_guard)
         except ProxyError as err:
             return self._failed(err, proxied, stats, started)
         except TooldispatchError as exc:
-            return self._failed(from_backend(exc), proxied, stats, started)
+            return self._failed(from_backend(exc, local=self.upstream.mode == "in-process"), proxied, stats, started)
+        except RecursionError:  # a body nested deeper than Python's decoder or a schema check goes
+            return self._failed(too_deep(), proxied, stats, started)
         except Exception as exc:  # a defect of ours: answered in OpenAI's shape, logged with its traceback
             _log.exception("the proxy failed on a request")
             return self._failed(_internal(exc), proxied, stats, started)
         self._count(stats, started)
-        return Response(dumps(answer), media_type="application/json")
+        return Response(dumps(answer), media_type="application/json", headers=_marks(stats, answer))
 
     def _failed(
         self, err: ProxyError, proxied: ProxyRequest | None, stats: RequestStats | None, started: float
@@ -246,12 +309,12 @@ class Proxy:
         chunk and what the first event completes go out together, as soon as that event arrives; after that,
         what each event completes goes out in one write.
         """
-        events = self.upstream.events(self.upstream.prepare(request), stream=True)
+        events = first_events(self.upstream, request, stats, stream=True)
         iterator = events.__aiter__()
         pending = asyncio.ensure_future(iterator.__anext__())
         await asyncio.sleep(0)  # let the request go out before the parser is built
         try:
-            turn = SseTurn(request, self.upstream.model, stats, record=self.record)
+            turn = SseTurn(request, self.upstream.model, stats, record=self.record, guard=self.repeat_guard)
             try:
                 first: Event | None = await pending
             except StopAsyncIteration:
@@ -263,7 +326,7 @@ class Proxy:
             with anyio.CancelScope(shield=True):
                 with contextlib.suppress(BaseException):
                     await pending
-                await events.aclose()  # type: ignore[attr-defined]
+                await events.aclose()
             raise
 
         async def body() -> AsyncIterator[bytes]:
@@ -272,10 +335,23 @@ class Proxy:
                     async for event in iterator:
                         if out := turn.feed(event):
                             yield b"".join(out)
+                if out := turn.settle():
+                    yield b"".join(out)
+                if turn.guarded:
+                    retry = first_events(self.upstream, without_calls(request), stats, stream=True)
+                    try:
+                        async for event in retry:
+                            if out := turn.feed_retry(event):
+                                yield b"".join(out)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await retry.aclose()
                 yield b"".join(turn.close())
             except Exception as exc:
-                if isinstance(exc, TooldispatchError):
-                    err = from_backend(exc)
+                if isinstance(exc, ProxyError):
+                    err = exc
+                elif isinstance(exc, TooldispatchError):
+                    err = from_backend(exc, local=self.upstream.mode == "in-process")
                 else:  # a defect of ours: the client still gets an error event, not a cut stream
                     _log.exception("the proxy failed while streaming")
                     err = _internal(exc)
@@ -284,17 +360,17 @@ class Proxy:
                 yield b"data: [DONE]\n\n"
             finally:
                 with anyio.CancelScope(shield=True):
-                    await events.aclose()  # type: ignore[attr-defined]
+                    await events.aclose()
 
         async def closed(disconnected: bool) -> None:
-            await events.aclose()  # type: ignore[attr-defined]  # a no-op when body() already closed it
+            await events.aclose()  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             if self.record:
                 stats.record = record_json(request.body, turn.raw_output(), turn.answer())
             self._count(stats, started)
 
-        return SseResponse(head, body(), closed)
+        return SseResponse(head, body(), closed, _marks(stats, None))
 
     async def _forward(
         self, request: ProxyRequest, raw: bytes, stats: RequestStats, started: float
@@ -333,7 +409,20 @@ class Proxy:
         kind = response.headers.get("content-type", "application/json")
         if not request.stream or response.status_code != 200 or not kind.startswith("text/event-stream"):
             try:
-                content = await response.aread()
+                async with asyncio.timeout(up.timeout_s):  # the whole answer, not each read
+                    content = await response.aread()
+            except (httpx2.TimeoutException, TimeoutError) as exc:
+                raise ProxyError(
+                    504,
+                    f"the upstream at {up.base_url} did not finish its answer in {up.timeout_s:g} s",
+                    type="timeout",
+                    code="upstream_timeout",
+                ) from exc
+            except httpx2.HTTPError as exc:
+                raise upstream_dropped(
+                    f"the upstream at {up.base_url} dropped the connection in the middle of its answer "
+                    f"({type(exc).__name__}); it may have crashed or restarted"
+                ) from exc
             finally:
                 await response.aclose()
             stats.status = response.status_code
@@ -346,22 +435,31 @@ class Proxy:
             return Response(content, status_code=response.status_code, media_type=kind, headers=passed)
 
         async def body() -> AsyncIterator[bytes]:
+            tail = b""  # the end of what went out: a whole stream ends with its [DONE] event
             try:
                 first = True
                 async for part in response.aiter_raw():
                     if first:
                         stats.first_token_s = time.monotonic() - started
                         first = False
+                    tail = (tail + part)[-64:]
                     yield part
-            except httpx2.HTTPError as exc:
-                err = ProxyError(
-                    502,
-                    f"the upstream at {up.base_url} dropped the stream ({type(exc).__name__})",
-                    type="upstream_error",
-                    code="upstream_dropped",
+                if b"data: [DONE]" not in tail:
+                    raise upstream_dropped(
+                        f"the stream from the upstream at {up.base_url} ended without its terminator ([DONE]): "
+                        "the answer was cut off; the server may have crashed or restarted"
+                    )
+            except (httpx2.HTTPError, ProxyError) as exc:
+                err = (
+                    exc
+                    if isinstance(exc, ProxyError)
+                    else upstream_dropped(
+                        f"the upstream at {up.base_url} dropped the stream ({type(exc).__name__}); it may have "
+                        "crashed or restarted"
+                    )
                 )
                 stats.status, stats.error = err.status, err.code
-                yield err.sse()
+                yield b"\n\n" + err.sse() + b"data: [DONE]\n\n"
             finally:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()

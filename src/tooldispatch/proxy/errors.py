@@ -14,6 +14,8 @@ upstream rate limit                    429     ``rate_limit_error`` (+ ``Retry-A
 upstream refused the request (4xx)     same    ``invalid_request_error``
 upstream unreachable, bad answer, 5xx  502     ``upstream_error``
 upstream did not answer in time        504     ``timeout``
+prompt over the context window         400     ``invalid_request_error`` (``context_length_exceeded``)
+upstream answer broke off              502     ``upstream_error`` (``upstream_dropped``)
 =====================================  ======  ===========================
 
 An upstream 401 or 403 is the proxy's own key being wrong, not the client's, so it is a 502 whose message
@@ -27,7 +29,14 @@ from typing import Any
 
 import openai
 
-from tooldispatch.errors import BackendError, BackendUnavailable, ConfigError, RateLimited, TooldispatchError
+from tooldispatch.errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigError,
+    ContextWindowExceeded,
+    RateLimited,
+    TooldispatchError,
+)
 
 # Upstream 4xx statuses that say the client's request was wrong, answered to the client as they came.
 _CLIENT_STATUSES = frozenset({400, 402, 404, 409, 413, 415, 422})
@@ -85,9 +94,29 @@ def _timed_out(exc: BaseException) -> bool:
     return isinstance(cause, openai.APITimeoutError) or type(cause).__name__ in ("ReadTimeout", "ConnectTimeout")
 
 
-def from_backend(exc: TooldispatchError) -> ProxyError:
-    """The OpenAI-shaped answer for an error of the project's tree raised while serving a request."""
+def context_exceeded(exc: ContextWindowExceeded, *, local: bool) -> ProxyError:
+    """400 ``context_length_exceeded`` (OpenAI's code, which clients do not retry) with the counts."""
+    if local:
+        message = (
+            f"the prompt has {exc.prompt_tokens} tokens and the model's context window is {exc.n_ctx} tokens, "
+            "which leaves no room for an answer; shorten the conversation, or restart the proxy with a larger --n-ctx"
+        )
+    else:
+        message = str(exc)
+    return ProxyError(400, message, code="context_length_exceeded", param="messages")
+
+
+def upstream_dropped(what: str) -> ProxyError:
+    """502 ``upstream_dropped``: the upstream's answer began and then broke off."""
+    return ProxyError(502, what, type="upstream_error", code="upstream_dropped")
+
+
+def from_backend(exc: TooldispatchError, *, local: bool = False) -> ProxyError:
+    """The OpenAI-shaped answer for an error of the project's tree raised while serving a request (``local``: by
+    the in-process model)."""
     message = str(exc)
+    if isinstance(exc, ContextWindowExceeded):
+        return context_exceeded(exc, local=local)
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": f"{max(0, round(exc.retry_after))}"} if exc.retry_after is not None else {}
         return ProxyError(429, message, type="rate_limit_error", code="rate_limited", headers=headers)

@@ -42,7 +42,8 @@ _COLUMNS: Final = (
 class RequestStats:
     """What one request did, as counted.
 
-    Attributes mirror the columns of ``proxy_requests``; ``record`` holds the bodies kept with ``--record``.
+    Attributes mirror the columns of ``proxy_requests``; ``record`` holds the bodies kept with ``--record``,
+    ``budget`` the completion budget when it was clamped to the room left in the context window.
     """
 
     id: str
@@ -68,6 +69,7 @@ class RequestStats:
     completion_tokens: int | None = None
     created_at: float = field(default_factory=time.time)
     record: tuple[str, str, str] | None = None
+    budget: int | None = None
 
     def count(self, outcome: ParseOutcome, answered: int) -> None:
         """Take the parse outcome's buckets, repairs, formats, stage and flags; ``answered`` calls went out."""

@@ -36,8 +36,10 @@ from tooldispatch.backends.base import (
 )
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, ContentText, ReasoningEnded, ReasoningText, StreamParser
+from tooldispatch.proxy.guard import FLAG, answered_calls, call_key, mark
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.translate import ProxyRequest, new_id, tool_call_json, usage_json
+from tooldispatch.proxy.turn import finish_of, with_rejected
 from tooldispatch.types import ParseOutcome, ToolCall
 
 DONE = b"data: [DONE]\n\n"
@@ -57,7 +59,9 @@ class SseTurn:
         record: keep the raw output and the answer (``--record``).
     """
 
-    def __init__(self, request: ProxyRequest, model: str, stats: RequestStats, *, record: bool = False) -> None:
+    def __init__(
+        self, request: ProxyRequest, model: str, stats: RequestStats, *, record: bool = False, guard: bool = False
+    ) -> None:
         self.request = request
         self.stats = stats
         self.record = record
@@ -77,6 +81,12 @@ class SseTurn:
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self.started = False
+        # The repeat guard (``guard``): calls that repeat an answered call are held back until a new call comes
+        # (then they go out before it) or the turn ends with nothing else (then the turn is asked again).
+        self._done = answered_calls(request.chat.messages) if guard and request.parses else frozenset()
+        self._held: list[ToolCall] = []
+        self._repeated: list[ToolCall] = []
+        self._settled = False
 
     def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None) -> bytes:
         """One ``data:`` event carrying ``delta``."""
@@ -167,6 +177,18 @@ class SseTurn:
     def _send(self, call: ToolCall) -> list[bytes]:
         if self._sent and not self.request.parallel:
             return []
+        if self._done:
+            if not self._sent and call_key(call.name, call.arguments) in self._done:
+                self._held.append(call)
+                return []
+            held, self._held = self._held, []
+            out = [chunk for c in held for chunk in self._emit(c)]
+            return out + self._emit(call)
+        return self._emit(call)
+
+    def _emit(self, call: ToolCall) -> list[bytes]:
+        if self._sent and not self.request.parallel:
+            return []
         entry = tool_call_json(call, new_id("call_"), len(self._sent))
         self._sent.append(call)
         self._sent_json.append(entry)
@@ -207,33 +229,105 @@ class SseTurn:
 
     # -- the end ------------------------------------------------------------------------------------------
 
-    def close(self) -> list[bytes]:
-        """The last chunks: held content, calls not sent yet, the finish reason, the usage, ``[DONE]``."""
+    def settle(self) -> list[bytes]:
+        """The chunks the end of the upstream's output completes: held content, calls not sent yet, and (when no
+        call goes out) the text of rejected call candidates, so the client still gets what the model wrote.
+
+        After it, ``guarded`` says whether the turn must be asked again without calls (``feed_retry``).
+        """
         finish_reason = self._finish.reason if self._finish is not None else None
         out: list[bytes] = []
-        if self._parser is not None:
-            out.extend(self._close_upstream_reasoning())
-            closing = self._parser.close(finish_reason)
-            out.extend(self._parsed(tuple(e for e in closing if not isinstance(e, CallReady))))
-            outcome = self._final(finish_reason)
-            final = outcome.calls if self.request.parallel else outcome.calls[:1]
-            sent = Counter(_key(c) for c in self._sent)
-            for call in final:
-                key = _key(call)
-                if sent[key]:
-                    sent[key] -= 1
-                else:
-                    out.extend(self._send(call))
-            self.stats.count(outcome, len(self._sent))
-        reason = "tool_calls" if self._sent else (finish_reason or "stop")
-        out.append(self.chunk({}, reason))
+        if self._parser is None:
+            return out
+        out.extend(self._close_upstream_reasoning())
+        closing = self._parser.close(finish_reason)
+        out.extend(self._parsed(tuple(e for e in closing if not isinstance(e, CallReady))))
+        outcome = self._final(finish_reason)
+        final = outcome.calls if self.request.parallel else outcome.calls[:1]
+        sent = Counter(_key(c) for c in self._sent + self._held)
+        for call in final:
+            key = _key(call)
+            if sent[key]:
+                sent[key] -= 1
+            else:
+                out.extend(self._send(call))
+        self.stats.count(outcome, len(self._sent))
+        if self._held and not self._sent:
+            self._repeated, self._held = self._held, []
+            self.stats.flags = ",".join(sorted({*filter(None, self.stats.flags.split(",")), FLAG}))
+            self._finish = None
+        elif not self._sent:
+            out.extend(self._catch_up(outcome))
+        return out
+
+    def _catch_up(self, outcome: ParseOutcome) -> list[bytes]:
+        """What the whole answer's content has and the stream has not sent: text the stream held as a possible
+        call that turned out to be prose, and the text of rejected candidates (an answer without calls keeps
+        what the model wrote)."""
+        target = with_rejected(outcome.content, outcome)
+        emitted = "".join(self._content)
+        if target.startswith(emitted):
+            return self._content_chunk(target[len(emitted) :])
+        missing = "\n".join(c.raw for c in outcome.rejected if c.span != (-1, -1) and c.raw not in emitted)
+        return self._content_chunk(f"\n{missing}" if missing and emitted else missing)
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the turn's calls only repeated answered calls: the turn is to be asked again without calls."""
+        return bool(self._repeated)
+
+    def feed_retry(self, event: Event) -> list[bytes]:
+        """The chunks one event of the turn asked again without calls completes (its content goes out as is)."""
+        if isinstance(event, ContentDelta):
+            return self._content_chunk(event.text)
+        if isinstance(event, ReasoningDelta):
+            self._reasoning.append(event.text)
+            return [self.chunk({"reasoning_content": event.text, "reasoning": event.text})]
+        if isinstance(event, Usage):
+            first = self._usage
+            self._usage = (
+                event
+                if first is None
+                else Usage(
+                    prompt_tokens=first.prompt_tokens + event.prompt_tokens,
+                    completion_tokens=first.completion_tokens + event.completion_tokens,
+                )
+            )
+        elif isinstance(event, Finish):
+            self._finish = event
+        return []
+
+    def _content_chunk(self, text: str) -> list[bytes]:
+        if not text:
+            return []
+        self._content.append(text)
+        return [self.chunk({"content": text})]
+
+    def close(self) -> list[bytes]:
+        """The last chunks: the finish reason, the usage, ``[DONE]`` (``settle`` first, when not called yet)."""
+        out = [] if self._settled else self.settle()
+        self._settled = True
+        finish_reason = self._finish.reason if self._finish is not None else None
+        reason = finish_of(finish_reason, bool(self._sent))
+        if self._repeated:
+            tail = json.dumps(
+                {
+                    **self._meta,
+                    "tooldispatch": mark(self._repeated),
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+                },
+                ensure_ascii=False,
+            )
+            out.append(b"data: " + tail.encode() + b"\n\n")
+        else:
+            out.append(self.chunk({}, reason))
         self.stats.finish_reason = reason
         usage = self._usage
         if usage is not None:
             self.stats.prompt_tokens, self.stats.completion_tokens = usage.prompt_tokens, usage.completion_tokens
             if self.request.include_usage:
-                tail = {"choices": [], "usage": usage_json(usage.prompt_tokens, usage.completion_tokens)}
-                out.append(b"data: " + json.dumps({**self._meta, **tail}).encode() + b"\n\n")
+                tail_usage = {"choices": [], "usage": usage_json(usage.prompt_tokens, usage.completion_tokens)}
+                out.append(b"data: " + json.dumps({**self._meta, **tail_usage}).encode() + b"\n\n")
         out.append(DONE)
         return out
 

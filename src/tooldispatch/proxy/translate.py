@@ -21,9 +21,11 @@ from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from tooldispatch.backends.base import ChatRequest
+from tooldispatch.backends.messages import MessageError, normalize_messages
 from tooldispatch.errors import ConfigError
 from tooldispatch.policy import ToolPolicy
 from tooldispatch.proxy.errors import invalid
+from tooldispatch.proxy.fields import check_fields
 from tooldispatch.toolspec import ToolSpec, normalize_tools
 from tooldispatch.types import ToolCall
 
@@ -244,16 +246,9 @@ def check_tool_choice(raw: Any, tools: Sequence[ToolSpec]) -> str:
     )
 
 
-def _number(body: Mapping[str, Any], key: str, kind: type) -> Any:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
-        raise invalid(f"{key!r} must be {'an integer' if kind is int else 'a number'}, not {value!r:.40}", param=key)
-    return value
-
-
-def read_request(body: Any, *, limits: Limits, constrained: bool, tool_cache: ToolCache | None = None) -> ProxyRequest:
+def read_request(
+    body: Any, *, limits: Limits, constrained: bool, tool_cache: ToolCache | None = None, local: bool = False
+) -> ProxyRequest:
     """Check a chat completions body and build the backend request.
 
     Args:
@@ -261,6 +256,7 @@ def read_request(body: Any, *, limits: Limits, constrained: bool, tool_cache: To
         limits: the request bounds.
         constrained: the upstream can constrain decoding to a grammar (used for ``required`` and a named tool).
         tool_cache: where checked tool lists are kept (``None``: the tools are checked on every request).
+        local: the upstream is the in-process model (every request is rendered here, never forwarded).
 
     Raises:
         ProxyError: 400 saying what is wrong with the request.
@@ -272,30 +268,33 @@ def read_request(body: Any, *, limits: Limits, constrained: bool, tool_cache: To
         raise invalid("'messages' must be a non-empty list of message objects", param="messages")
     if body.get("functions") is not None or body.get("function_call") is not None:
         raise invalid("'functions' and 'function_call' are the legacy API; send 'tools' and 'tool_choice'")
-    n = body.get("n")
-    if n not in (None, 1):
-        raise invalid("this proxy answers one choice per request; leave 'n' unset or 1", param="n")
     declared = body.get("tools")
+    check_fields(body, local=local, tools=bool(declared))
     if not declared:
         specs: tuple[ToolSpec, ...] = ()
     elif tool_cache is not None:
         specs = tool_cache.check(declared, max_tools=limits.max_tools)
     else:
         specs = check_tools(declared, max_tools=limits.max_tools)
+    if specs or local:  # rendered or rebuilt here; a request forwarded as sent keeps its parts for the upstream
+        try:
+            messages = normalize_messages(messages)
+        except MessageError as exc:
+            raise invalid(str(exc), param=exc.param) from exc
     choice = check_tool_choice(body.get("tool_choice"), specs) if specs else "auto"
     parallel = body.get("parallel_tool_calls") is not False
     stream = body.get("stream") is True
     options = body.get("stream_options")
     include_usage = stream and isinstance(options, Mapping) and options.get("include_usage") is True
     extra: dict[str, Any] = {k: v for k, v in body.items() if k not in _HANDLED}
-    max_tokens = _number(body, "max_completion_tokens", int) or _number(body, "max_tokens", int)
-    temperature = _number(body, "temperature", float)
-    seed = _number(body, "seed", int)
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    temperature = body.get("temperature")
+    seed = body.get("seed")
     for key, value in (("max_tokens", max_tokens), ("temperature", temperature), ("seed", seed)):
         if value is None:
             extra[key] = _OMIT
     stop = body.get("stop")
-    stops = (stop,) if isinstance(stop, str) else tuple(s for s in stop if isinstance(s, str)) if stop else ()
+    stops = (stop,) if isinstance(stop, str) else tuple(stop) if stop else ()
     chat = ChatRequest(
         messages=messages,
         tools=specs,
@@ -362,7 +361,11 @@ def completion_json(
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if calls else (finish_reason or "stop"),
+                "finish_reason": "length"
+                if finish_reason == "length"
+                else "tool_calls"
+                if calls
+                else (finish_reason or "stop"),
                 "logprobs": None,
             }
         ],

@@ -16,6 +16,7 @@ forwarding client's headers; it is never part of a repr, a log line or an error 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ import httpx2
 from tooldispatch.backends.base import Backend, ChatRequest, Event
 from tooldispatch.backends.openai_compat import OpenAICompatBackend, with_tool_prompt
 from tooldispatch.errors import ConfigError
+from tooldispatch.proxy.errors import ProxyError
 from tooldispatch.proxy.translate import ProxyRequest
 from tooldispatch.proxy.wire import transport_for, wire_events
 
@@ -94,14 +96,15 @@ class Upstream:
         """The backend request for this upstream's mode.
 
         Server mode passes ``parallel_tool_calls`` on. Client mode over HTTP writes earlier calls and tool
-        results back as text in the tool format (a template that knows nothing of tools cannot render them)
+        results back as text in the tool format whenever the request declares tools, ``tool_choice: none``
+        included (a template that knows nothing of tools cannot render them)
         and, when no grammar can enforce ``required`` or a named tool, says so in the system prompt.
         """
         chat = request.chat
-        if not request.parses:
+        if not request.tools:
             return chat
         if self.mode == "server":
-            if "parallel_tool_calls" in request.body:
+            if "parallel_tool_calls" in request.body and request.parses:
                 return replace(chat, extra={**chat.extra, "parallel_tool_calls": request.parallel})
             return chat
         if self.mode != "client":
@@ -111,7 +114,7 @@ class Upstream:
         messages: Sequence[Mapping[str, Any]] = chat.messages
         if any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
             messages = prepare_messages(messages, (), tool_format=self.tool_format)
-        if not chat.constrained and request.tool_choice != "auto":
+        if not chat.constrained and request.tool_choice not in ("auto", "none"):
             what = "a function call" if request.tool_choice == "required" else f"a call of {request.tool_choice}"
             messages = with_tool_prompt(messages, f"Answer with {what}.")
         return chat if messages is chat.messages else replace(chat, messages=messages)
@@ -120,13 +123,18 @@ class Upstream:
         """The turn's events; a non-streamed client request is asked without streaming where the backend can.
 
         An HTTP upstream is asked through ``wire.wire_events`` (the backend's request and readers, without the
-        SDK's per-request cost); the in-process model through its backend.
+        SDK's per-request cost); the in-process model through its backend. ``timeout_s`` bounds the whole
+        answer of a non-streamed request and the wait for each next event of a streamed one.
         """
         if isinstance(self.backend, OpenAICompatBackend):
             if self._transport is None:
                 self._transport = transport_for(self.backend.base_url, timeout_s=self.timeout_s, headers=self._headers)
-            return wire_events(self.backend, self._transport, request, stream=stream)
-        return self.backend.stream(request)
+            events = wire_events(self.backend, self._transport, request, stream=stream)
+            if stream:  # the transport bounds each read by timeout_s already: each gap of the stream
+                return events
+        else:
+            events = self.backend.stream(request)
+        return _bounded(events, self.timeout_s, whole=not stream, where=self.base_url or "the in-process model")
 
     def forward_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
         """The bytes to forward: as sent, unless the ``model`` must become the upstream's."""
@@ -146,6 +154,36 @@ class Upstream:
             self._transport = None
         if isinstance(self.backend, OpenAICompatBackend):
             await self.backend.aclose()
+
+
+async def _bounded(events: AsyncIterator[Event], timeout_s: float, *, whole: bool, where: str) -> AsyncIterator[Event]:
+    """``events`` within ``timeout_s``: all of them (``whole``), or each after the one before.
+
+    Raises:
+        ProxyError: 504 ``upstream_timeout`` when the bound passed.
+    """
+    iterator = aiter(events)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline if whole else loop.time() + timeout_s):
+                    event = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                what = "the whole answer" if whole else "the next event of the stream"
+                raise ProxyError(
+                    504,
+                    f"{where} did not send {what} within {timeout_s:g} s (--timeout); check that it is not "
+                    "overloaded, or raise --timeout",
+                    type="timeout",
+                    code="upstream_timeout",
+                ) from None
+            yield event
+    finally:
+        await iterator.aclose()  # type: ignore[attr-defined]
 
 
 def _split_model(spec: str | None) -> tuple[str, str]:
@@ -183,11 +221,12 @@ def from_backend(
     )
 
 
-def in_process(model_spec: str, **settings: Any) -> Upstream:
-    """The in-process llama.cpp upstream for ``NAME@QUANT`` (or a GGUF path)."""
+def in_process(model_spec: str, *, timeout_s: float | None = None, **settings: Any) -> Upstream:
+    """The in-process llama.cpp upstream for ``NAME@QUANT`` (or a GGUF path); ``settings`` go to the backend
+    (``n_ctx``)."""
     from tooldispatch.backends.llamacpp import LlamaCppBackend
 
-    backend = LlamaCppBackend(model_spec, **settings)
+    backend = LlamaCppBackend(model_spec, **{k: v for k, v in settings.items() if v is not None})
     name, quant = _split_model(model_spec)
     return Upstream(
         backend=backend,
@@ -196,6 +235,7 @@ def in_process(model_spec: str, **settings: Any) -> Upstream:
         quant=quant or "gguf",
         mode="in-process",
         tool_format=backend.tool_format,
+        timeout_s=timeout_s if timeout_s is not None else 600.0,
     )
 
 
@@ -231,14 +271,15 @@ def build_upstream(
     upstream_key_env: str | None = None,
     quant: str | None = None,
     timeout_s: float | None = None,
+    n_ctx: int | None = None,
 ) -> Upstream:
     """The upstream the command line names: a profile, a URL with its dialect, or an in-process model.
 
     With none of them, the default profile (in-process llama.cpp on the default model).
 
     Raises:
-        ConfigError: more than one upstream named, a URL without its dialect, or the upstream's settings are
-            wrong (the message names the fix).
+        ConfigError: more than one upstream named, a URL without its dialect, ``n_ctx`` for a server (whose
+            window is the server's setting), or the upstream's settings are wrong (the message names the fix).
     """
     named = [x for x in (profile, base_url, model) if x]
     if len(named) > 1:
@@ -246,7 +287,9 @@ def build_upstream(
     if base_url is None and dialect is not None:
         raise ConfigError("--dialect goes with --base-url")
     if model:
-        return in_process(model)
+        return in_process(model, timeout_s=timeout_s, n_ctx=n_ctx)
+    if n_ctx is not None and base_url:
+        raise ConfigError("--n-ctx sets the window of an in-process model; a server's is its own setting")
     if base_url:
         if dialect is None:
             raise ConfigError("--base-url needs --dialect (vllm, llama-server or openrouter)")
@@ -272,7 +315,14 @@ def build_upstream(
     if prof.backend == "llamacpp":
         if prof.model is None:
             raise ConfigError(f"{prof.path}: a llamacpp profile needs 'model' (NAME@QUANT)")
-        return in_process(prof.model, **dict(prof.llamacpp))
+        return in_process(
+            prof.model, timeout_s=timeout_s, **{**dict(prof.llamacpp), "n_ctx": n_ctx or prof.llamacpp.get("n_ctx")}
+        )
+    if n_ctx is not None:
+        raise ConfigError(
+            f"--n-ctx sets the window of an in-process model; profile {prof.name!r} names a server, whose window "
+            "is the server's setting"
+        )
     overrides: dict[str, Any] = {}
     if parse is not None:
         overrides["parse"] = parse

@@ -21,14 +21,18 @@ from typing import Any, Final
 import httpx2
 import openai
 
-from tooldispatch.backends.base import ChatRequest, Event
+from tooldispatch.backends.base import ChatRequest, Event, Finish
 from tooldispatch.backends.dialects import StreamNormalizer, response_events
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.backends.wire_errors import ErrorContext, translate_error
 from tooldispatch.errors import ProviderError
+from tooldispatch.proxy.errors import upstream_dropped
 from tooldispatch.proxy.http1 import DRAIN_S, Http1Pool, Reply, UpstreamError, UpstreamTimeout
 
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)  # built once: json.dumps with options builds one per call
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)
+_NOT_A_STREAM: Final = frozenset({"text/html", "application/json", "application/xhtml+xml"})
+"""What error pages come as: a streamed request answered with one of these got no stream (a stream labelled
+oddly, ``text/plain``, is still read as one)."""  # built once: json.dumps with options builds one per call
 
 
 def error_context(backend: OpenAICompatBackend) -> ErrorContext:
@@ -163,6 +167,7 @@ async def wire_events(
     url = f"{backend.base_url}/chat/completions"
     body = request_json(backend, request, stream=stream)
     received = False
+    answered = False  # the upstream's answer has begun (a break after this is a drop, not an unreachable server)
     reply: Reply | _HttpxReply | None = None
     try:
         if isinstance(transport, Http1Pool):
@@ -174,6 +179,14 @@ async def wire_events(
             response = httpx2.Response(reply.status, headers=reply.headers, request=httpx2.Request("POST", url))
             error = openai.APIStatusError(f"HTTP {reply.status}", response=response, body=_json_or_text(raw))
             raise translate_error(error, error_context(backend)) from None
+        answered = True
+        media = reply.headers.get("content-type", "").split(";")[0].strip().lower()
+        if stream and media in _NOT_A_STREAM:
+            text = (await reply.read()).decode("utf-8", "replace")
+            raise ProviderError(
+                f"the {backend.dialect} endpoint at {backend.base_url} answered a streamed request with {media} "
+                f"instead of an event stream: {text[:200]!r}"
+            )
         if not stream:
             raw = await reply.read()
             try:
@@ -184,11 +197,13 @@ async def wire_events(
                 yield event
             return
         normalizer = StreamNormalizer(backend.dialect)
+        done = False
         async for line in reply.lines():
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                done = True
                 await reply.drain()
                 break
             try:
@@ -201,13 +216,25 @@ async def wire_events(
             received = True
             for event in normalizer.feed(chunk):
                 yield event
-        for event in normalizer.finish():
+        events = normalizer.finish()
+        last = events[-1] if events else None
+        if not done and (not isinstance(last, Finish) or last.reason is None):
+            raise upstream_dropped(
+                f"the stream from the {backend.dialect} endpoint at {backend.base_url} ended without its terminator "
+                "(no finish reason, no [DONE]): the answer was cut off; the server may have crashed or restarted"
+            )
+        for event in events:
             yield event
     except UpstreamTimeout as exc:
         timeout = openai.APITimeoutError(request=httpx2.Request("POST", url))
         timeout.__cause__ = exc
         raise translate_error(timeout, error_context(backend), mid_stream=received) from timeout
     except UpstreamError as exc:
+        if answered:
+            raise upstream_dropped(
+                f"the connection to the {backend.dialect} endpoint at {backend.base_url} dropped in the middle of "
+                f"the answer ({exc}); the server may have crashed or restarted"
+            ) from exc
         broken = openai.APIConnectionError(request=httpx2.Request("POST", url))
         broken.__cause__ = exc
         raise translate_error(broken, error_context(backend), mid_stream=received) from broken

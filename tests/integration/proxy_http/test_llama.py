@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 
@@ -167,3 +168,48 @@ def test_in_process_model_answers_a_constrained_call(smollm2_upstream: Upstream,
     assert finish == "tool_calls"
     assert text.choices[0].message.content
     assert [(r[0], r[2]) for r in rows] == [(200, "in-process")] * 3
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_in_process_model_reads_content_parts_and_the_developer_role(
+    smollm2_upstream: Upstream, tmp_path: Path, stream: bool
+) -> None:
+    """Content as lists of text parts (smolagents' and Qwen Code's form) and a developer message reach the GGUF's
+    chat template as text: an answer, not a 500."""
+    messages = [
+        {"role": "developer", "content": [{"type": "text", "text": "Answer in one word."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Say hi"}]},
+    ]
+    with running_proxy(smollm2_upstream, tmp_path / "state.db", scripted=_UNUSED) as running:
+        client = sdk(running)
+        if stream:
+            chunks = list(
+                client.chat.completions.create(model="smollm2", messages=messages, max_tokens=8, stream=True)  # type: ignore[arg-type]
+            )
+            assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+        else:
+            answer = client.chat.completions.create(model="smollm2", messages=messages, max_tokens=8)  # type: ignore[arg-type]
+            assert answer.choices[0].finish_reason in ("stop", "length")
+            assert answer.choices[0].message.content
+
+
+def test_in_process_context_overflow_is_a_400_and_the_budget_is_clamped(
+    smollm2_upstream: Upstream, tmp_path: Path
+) -> None:
+    """A prompt over the 2,048-token window is 400 context_length_exceeded with the counts and --n-ctx named;
+    a prompt that fits with a large max_tokens is answered with the budget cut to the room left, in a header."""
+    with running_proxy(smollm2_upstream, tmp_path / "state.db", scripted=_UNUSED) as running:
+        url = f"{running.url}/chat/completions"
+        huge = [{"role": "user", "content": "word " * 3000}]
+        refused = httpx2.post(url, json={"model": "m", "messages": huge}, timeout=120)
+        assert refused.status_code == 400
+        error = refused.json()["error"]
+        assert error["code"] == "context_length_exceeded"
+        assert "2048 tokens" in error["message"] and "--n-ctx" in error["message"]
+        assert "create the backend" not in error["message"]
+        long = [{"role": "user", "content": "word " * 1500 + "Say hi."}]
+        fits = httpx2.post(url, json={"model": "m", "messages": long, "max_tokens": 32768}, timeout=300)
+        assert fits.status_code == 200, fits.text
+        budget = int(fits.headers["x-tooldispatch-completion-budget"])
+        usage = fits.json()["usage"]
+        assert budget == 2048 - usage["prompt_tokens"] and usage["completion_tokens"] <= budget

@@ -23,7 +23,7 @@ from tooldispatch.policy import ToolPolicy
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.stream import SseTurn
 from tooldispatch.proxy.translate import Limits, ProxyRequest, ToolCache, read_request
-from tooldispatch.proxy.turn import answered, outcome_of
+from tooldispatch.proxy.turn import answered, outcome_of, with_rejected
 
 WEATHER = {
     "type": "function",
@@ -234,7 +234,8 @@ CASES: list[tuple[str, list[str], str, list[NativeCall], str]] = [
 def test_streamed_and_whole_answers_carry_the_same_calls(
     content: list[str], reasoning: str, natives: list[NativeCall], reason: str
 ) -> None:
-    """For each output shape, the stream answers exactly the calls (and finish reason) of the non-streamed path."""
+    """For each output shape, the stream answers exactly the calls, content (up to whitespace) and finish reason of
+    the non-streamed path."""
     req = request()
     turn = new_turn(req)
     out: list[bytes] = []
@@ -253,14 +254,18 @@ def test_streamed_and_whole_answers_carry_the_same_calls(
         reasoning_end_t=None,
         finished_t=0.0,
     )
-    whole = answered(req, outcome_of(req, completion).calls)
+    outcome = outcome_of(req, completion)
+    whole = answered(req, outcome.calls)
     streamed, expected = calls_in(out), [(c.name, c.arguments) for c in whole]
+    content = "".join(d.get("content") or "" for d in deltas(out))
+    expected_content = outcome.content if whole else with_rejected(outcome.content, outcome)
+    assert content.split() == expected_content.split()
     if natives and "".join(content):
         # The stream sends calls in the order they completed; the whole answer lists the upstream's calls first.
         streamed, expected = sorted(streamed, key=repr), sorted(expected, key=repr)
     assert streamed == expected
     final = json.loads(out[-2][6:])["choices"][0]["finish_reason"]
-    assert final == ("tool_calls" if whole else reason)
+    assert final == ("length" if reason == "length" else "tool_calls" if whole else reason)
 
 
 def test_an_undeclared_tools_call_goes_out_at_the_end_of_the_stream() -> None:

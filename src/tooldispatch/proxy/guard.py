@@ -1,0 +1,77 @@
+"""The repeat guard: a turn whose calls only repeat calls already answered is generated again without tools.
+
+Small models often call the same tool again, with the same arguments, after its result is already in the
+conversation, until the client's turn limit ends the run, although the answer is right there. With the guard
+on (``tooldispatch proxy --repeat-guard``), a turn is checked against the calls of the conversation since the
+user's last message whose results came back (a ``tool`` message answering the call's id): when every call the
+turn makes is one of those (same name, same arguments once canonical: keys sorted, the JSON as decoded), the
+calls are not passed on. The turn is generated once more with calls disabled (``tool_choice: none``: no tools
+in the prompt and no call extracted), and that answer goes out, marked: the ``x-tooldispatch-repeat-guard``
+header on a whole answer, a ``tooldispatch.repeat_guard`` field on the answer (the last chunk of a stream),
+and the ``repeat_guard`` flag in the statistics. A turn with one new call among repeats is passed on whole.
+
+A tool whose result may change (a status poll) is exactly what the guard stops from being asked twice in one
+user turn; that is why it is off by default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from tooldispatch.proxy.translate import ProxyRequest
+from tooldispatch.types import ToolCall
+
+HEADER: Final = "x-tooldispatch-repeat-guard"
+FLAG: Final = "repeat_guard"
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """A call's identity: its name and its arguments as canonical JSON (a JSON string decoded first)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return f"{name}\x00{arguments}"
+    return f"{name}\x00{json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)}"
+
+
+def answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The keys of the calls made since the user's last message whose results are in the conversation."""
+    start = 0
+    for position, message in enumerate(messages):
+        if message.get("role") == "user":
+            start = position + 1
+    pending: dict[str, str] = {}
+    done: set[str] = set()
+    for message in messages[start:]:
+        role = message.get("role")
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                fn = call.get("function") if isinstance(call, Mapping) else None
+                if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+                    pending[str(call.get("id"))] = call_key(fn["name"], fn.get("arguments") or {})
+        elif role == "tool":
+            key = pending.get(str(message.get("tool_call_id")))
+            if key is not None:
+                done.add(key)
+    return frozenset(done)
+
+
+def only_repeats(calls: Iterable[ToolCall], done: frozenset[str]) -> bool:
+    """Whether there are calls and every one of them repeats an answered call."""
+    keys = [call_key(c.name, c.arguments) for c in calls]
+    return bool(keys) and all(k in done for k in keys)
+
+
+def without_calls(request: ProxyRequest) -> ProxyRequest:
+    """The same request with calls disabled (``tool_choice: none``): the turn generated once more."""
+    chat = replace(request.chat, tool_choice="none", constrained=False)
+    return replace(request, tool_choice="none", chat=chat)
+
+
+def mark(repeated: Sequence[ToolCall]) -> dict[str, Any]:
+    """The field that marks a guarded answer: which calls were repeats."""
+    return {"repeat_guard": {"repeated": [{"name": c.name, "arguments": c.arguments} for c in repeated]}}
