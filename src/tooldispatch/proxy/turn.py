@@ -53,14 +53,16 @@ def raw_output(completion: Completion) -> dict[str, Any]:
     }
 
 
-def rejected_text(outcome: ParseOutcome) -> str:
-    """The text of the rejected call candidates, for an answer that carries no call (so it is never lost)."""
-    return "\n".join(c.raw for c in outcome.rejected if c.span != (-1, -1))
+def rejected_text(outcome: ParseOutcome, content: str = "") -> str:
+    """The text of the rejected call candidates that ``content`` does not already hold, for an answer that carries
+    no call (so it is never lost; a candidate the parser left in the prose, such as a call it judged ambiguous, is
+    not repeated)."""
+    return "\n".join(c.raw for c in outcome.rejected if c.span != (-1, -1) and c.raw not in content)
 
 
 def with_rejected(content: str, outcome: ParseOutcome) -> str:
     """``content`` followed by the rejected candidates' text (an answer without calls keeps what the model wrote)."""
-    lost = rejected_text(outcome)
+    lost = rejected_text(outcome, content)
     if not lost:
         return content
     return f"{content}\n{lost}" if content else lost

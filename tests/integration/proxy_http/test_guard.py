@@ -92,16 +92,17 @@ def test_guard_off_or_a_new_call_passes_the_calls_on(tmp_path: Path, stream: boo
 
 
 DOUBLED = '{{"name": "get_weather", "arguments": {"city": "Paris"}}}'
+BROKEN = '<tool_call>{"name": "get_weather", "arguments": {"city" "Paris"}}</tool_call>'
 
 
 @pytest.mark.parametrize(
     ("output", "rejected"),
     [
-        (DOUBLED, 1),
+        (BROKEN, 1),
         (f"Here you go: {DOUBLED}", 0),
         ('<tool_call>{"name": "launch", "arguments": {}}</tool_call>', 1),
     ],
-    ids=["doubled braces alone (a rejected candidate)", "after prose (prose)", "unknown tool"],
+    ids=["a malformed tagged call (a rejected candidate)", "doubled braces after prose (prose)", "unknown tool"],
 )
 def test_rejected_candidate_text_reaches_the_client_alike_streamed_and_not(
     tmp_path: Path, output: str, rejected: int
@@ -114,6 +115,17 @@ def test_rejected_candidate_text_reaches_the_client_alike_streamed_and_not(
         running.counted(2)
         counted = running.store.fetchall("SELECT invalid_json + unknown_name, calls FROM proxy_requests")
         assert counted == [(rejected, 0), (rejected, 0)]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_call_in_doubled_braces_alone_is_a_call(tmp_path: Path, stream: bool) -> None:
+    """A whole output of one call in doubled braces is read as that call (the named ``doubled_braces`` repair)."""
+    with scripted_proxy(tmp_path, script=lambda body: ScriptedTurn(content=DOUBLED, chunk=5)) as running:
+        response = _post(running.url, {"messages": ASK, "tools": [WEATHER], "stream": stream})
+        calls = _streamed(response.text)[1] if stream else response.json()["choices"][0]["message"]["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+            ("get_weather", {"city": "Paris"})
+        ]
 
 
 def test_unknown_name_calls_are_counted_in_the_statistics(tmp_path: Path) -> None:
