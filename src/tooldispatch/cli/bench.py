@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tooldispatch.cli.agent import DEMO_MODEL
 from tooldispatch.errors import TooldispatchError
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 def bfcl(
     models: Annotated[
         str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; openai/openrouter: the served model.")
-    ] = "smollm2-135m-instruct@Q4_1",
+    ] = DEMO_MODEL,
     categories: Annotated[str, typer.Option(help=_CATEGORIES_HELP)] = "simple_python,irrelevance",
     limit: Annotated[int, typer.Option(help="First N cases of each category (0: all).")] = 25,
     backend: Annotated[str, typer.Option(help="llamacpp, openai or openrouter.")] = "llamacpp",
@@ -213,9 +214,7 @@ def _multi_turn(
 
 
 def suite(
-    models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = (
-        "smollm2-135m-instruct@Q4_1"
-    ),
+    models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = DEMO_MODEL,
     constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
