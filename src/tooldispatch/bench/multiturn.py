@@ -222,14 +222,15 @@ class MultiTurnOptions:
 
     Attributes:
         max_tokens: completion budget per model turn.
-        max_wall_s: wall-clock limit per user turn.
+        max_wall_s: wall-clock limit per user turn (``None``, the default: none, as in BFCL, which bounds a turn
+            by its steps; a limit would fail cases for the machine's load, not the model).
         answer_tool: offer the agent's ``final_answer`` tool.
         seed: the sampling seed (greedy decoding ignores it).
         temperature: sampling temperature (0: greedy).
     """
 
     max_tokens: int = 256
-    max_wall_s: float | None = 600.0
+    max_wall_s: float | None = None
     answer_tool: bool = False
     seed: int = 0
     temperature: float = 0.0
