@@ -421,7 +421,7 @@ def _record(
 
 def summarize_multi_turn(records: Sequence[OutputRecord]) -> list[dict[str, Any]]:
     """One row per (cell, category): pass rate with its 95 % interval, turns and model time per case, where
-    runs ended, and BFCL's error types."""
+    runs ended, BFCL's error types, and the parse buckets of every model output."""
     groups: dict[tuple[str, str], list[OutputRecord]] = {}
     for r in records:
         category = str(r.extra.get("category") or "")
@@ -439,6 +439,7 @@ def summarize_multi_turn(records: Sequence[OutputRecord]) -> list[dict[str, Any]
                 "model_s": sum(float(r.extra.get("model_s") or 0.0) for r in group) / n,
                 "ends": dict(Counter(str(r.extra.get("end") or "error") for r in group)),
                 "errors": dict(Counter(str((r.extra.get("verdict") or {}).get("error_type") or "ok") for r in group)),
+                "buckets": dict(sum((Counter(dict(r.extra.get("buckets") or {})) for r in group), Counter())),
                 "failed_ids": [r.case_id for r in group if not r.extra.get("passed")],
             }
         )
@@ -450,16 +451,18 @@ def render_multi_turn(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "No multi-turn results yet.\n"
     lines = [
-        "| cell | category | passed (95 % CI) | model turns / case | model s / case | ends | BFCL verdicts |",
-        "|---|---|---|---|---|---|---|",
+        "| cell | category | passed (95 % CI) | model turns / case | model s / case | ends | BFCL verdicts "
+        "| parse buckets (all turns) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         ends = ", ".join(f"{k}: {v}" for k, v in sorted(row["ends"].items()))
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(row["errors"].items()))
+        buckets = ", ".join(f"{k}: {v}" for k, v in sorted(row["buckets"].items())) or "-"
         label = Cell.from_key(row["cell"]).label
         lines.append(
             f"| {label} | {row['category']} | {row['passed'].fmt()} | {row['model_turns']:.1f} | "
-            f"{row['model_s']:.1f} | {ends} | {errors} |"
+            f"{row['model_s']:.1f} | {ends} | {errors} | {buckets} |"
         )
     return "\n".join(lines) + "\n"
 
