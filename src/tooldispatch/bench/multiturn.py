@@ -275,7 +275,7 @@ async def run_case(
         first = len(log.calls)
         run = await agent.arun(task, history=history)
         executed.append(log.calls[first:])
-        history = run.messages
+        history = _with_answer(run.messages, run.final_answer)
         transcript = run.to_dict()
         transcript.pop("messages")
         transcripts.append(transcript)
@@ -300,6 +300,15 @@ async def run_case(
         "transcripts": transcripts,
         "messages": list(history),
     }
+
+
+def _with_answer(messages: Sequence[dict[str, Any]], answer: str | None) -> tuple[dict[str, Any], ...]:
+    """The conversation to continue from: a plain-text final answer is not in the run's messages (an answer given
+    through the answer tool is), and the next turn's model must see it, as BFCL's does."""
+    last = messages[-1] if messages else {}
+    if answer is None or (last.get("role") == "assistant" and last.get("content") == answer):
+        return tuple(messages)
+    return (*messages, {"role": "assistant", "content": answer})
 
 
 def ground_truth_backend(case: bfcl.MultiTurnCase, *, wheel: Path | None = None) -> ScriptedBackend:

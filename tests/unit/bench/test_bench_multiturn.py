@@ -84,7 +84,8 @@ def test_ground_truth_calling_a_held_out_function_early_is_refused() -> None:
 
 
 def test_held_out_functions_are_offered_from_their_turn_with_bfcls_message() -> None:
-    """A miss_func case offers its held-out functions only from their turn, whose user message is BFCL's."""
+    """A miss_func case offers its held-out functions only from their turn, whose user message is BFCL's; every
+    turn's plain-text answer stays in the conversation the next turn continues."""
     case = _case("multi_turn_miss_func", "multi_turn_miss_func_0")
     backend = ground_truth_backend(case)
     result = asyncio.run(run_case(case, backend, MultiTurnOptions()))
@@ -97,6 +98,10 @@ def test_held_out_functions_are_offered_from_their_turn_with_bfcls_message() -> 
         assert (names <= offered) is (users > turn)
     added = [m for m in result["messages"] if m.get("role") == "user"][turn]
     assert added["content"] == bfcl.added_functions_message()
+    roles = [m["role"] for m in result["messages"]]
+    before_users = [roles[i - 1] for i, role in enumerate(roles) if role == "user" and i > 0]
+    assert before_users == ["assistant"] * (len(case.turns) - 1)
+    assert result["messages"][-1] == {"role": "assistant", "content": "Done."}
 
 
 def test_the_checker_fails_a_missing_write_and_a_run_that_stopped() -> None:
