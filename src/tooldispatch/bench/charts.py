@@ -4,7 +4,8 @@ Each chart names what it shows, its units, and every cell as ``model@quant`` wit
 reads on its own when pasted elsewhere. Colours come from the Okabe-Ito palette, which stays distinguishable
 with the common colour-vision deficiencies; the modes a reader compares most (strict only, + fallback,
 + repair) are orange, sky blue and dark blue, and accepted buckets are also hatched, so no reading rests on
-hue alone. Charts are as wide as their cells need: one cell gets a narrow chart, not a wide empty one.
+hue alone. Cells are rows of horizontal bars, each named in full on its own line, and a chart is as tall
+as its cells need: one cell gets a short chart, not a tall empty one.
 """
 
 from __future__ import annotations
@@ -49,9 +50,13 @@ _ACCEPTED = ("ok_strict", "ok_fallback", "repaired")
 _LIGHT = ("SchemaMismatch", "no_call", "ok_fallback", "UnknownName")  # labels on these fills are black
 
 
-def _width(cells: int) -> float:
-    """Inches for a grouped bar chart of ``cells`` groups: enough for the bars and labels, no more."""
-    return min(16.0, max(5.5, 1.9 * cells + 3.0))
+_WIDE = 11.0
+"""Inches across every per-cell chart: cells are rows (horizontal bars), so labels never share a line."""
+
+
+def _height(cells: int, *, bars: int) -> float:
+    """Inches for ``cells`` rows of ``bars`` bars each: enough for the bars and their labels, no more."""
+    return 2.4 + cells * max(0.6, 0.16 * bars + 0.25)
 
 
 def _plt() -> Any:
@@ -120,33 +125,32 @@ def _buckets(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
 
 def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(_width(len(cells)), 5.5))
-    width = 0.8 / len(MODE_ORDER)
+    fig, ax = plt.subplots(figsize=(_WIDE, _height(len(cells), bars=len(MODE_ORDER))))
+    bar = 0.84 / len(MODE_ORDER)
     for j, mode in enumerate(MODE_ORDER):
         rates = [getattr(c, metric)[mode] for c in cells]
-        xs = [i + (j - (len(MODE_ORDER) - 1) / 2) * width for i in range(len(cells))]
+        ys = [i + (j - (len(MODE_ORDER) - 1) / 2) * bar for i in range(len(cells))]
         values = [100 * r.value for r in rates]
         err = [[100 * (r.value - r.low) for r in rates], [100 * (r.high - r.value) for r in rates]]
-        ax.bar(xs, values, width, yerr=err, capsize=2, color=_MODE_COLORS[mode], label=MODE_LABELS[mode])
-        for x, r in zip(xs, rates, strict=True):
-            ax.text(x, 100 * r.high + 1, f"{100 * r.value:.0f}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(cells)), [_tick(c) for c in cells], fontsize=7)
+        ax.barh(ys, values, bar, xerr=err, capsize=2, color=_MODE_COLORS[mode], label=MODE_LABELS[mode])
+        for y, r in zip(ys, rates, strict=True):
+            ax.text(100 * r.high + 1, y, f"{100 * r.value:.0f}", ha="left", va="center", fontsize=7)
+    _cell_axis(ax, cells)
     n = max((getattr(c, metric)["repair"].n for c in cells), default=0)
     if metric == "accuracy":
-        ax.set_ylabel("BFCL AST accuracy (%), 95 % bootstrap CI")
+        ax.set_xlabel("BFCL AST accuracy (%), 95 % bootstrap CI")
         what = f"AST accuracy by parsing mode (cases that expect calls, n={n} per cell)"
     else:
-        ax.set_ylabel("irrelevance cases with a call (%), 95 % CI")
+        ax.set_xlabel("irrelevance cases with a call (%), 95 % CI")
         what = f"False positives: calls made on irrelevance cases (lower is better, n={n} per cell)"
-    ax.set_ylim(0, 110)
-    chars = int(_width(len(cells)) * 11)  # about 11 title characters per inch at this size
-    ax.set_title(textwrap.fill(f"{title}{what}", chars), fontsize=10)
+    ax.set_xlim(0, 108)
+    ax.set_title(textwrap.fill(f"{title}{what}", 90), fontsize=10, loc="left")
     ax.legend(
-        title=textwrap.fill(f"how the raw output was turned into calls (engine: {_engines(cells)})", chars),
+        title=f"how the raw output was turned into calls (engine: {_engines(cells)})",
         fontsize=8,
-        ncols=len(MODE_ORDER) if len(cells) > 2 else 3,
+        ncols=3,
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.16),
+        bbox_to_anchor=(0.4, -0.9 / _height(len(cells), bars=len(MODE_ORDER))),
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -156,25 +160,38 @@ def _modes(cells: Sequence[CellSummary], path: Path, title: str, *, metric: str)
 
 def _latency(cells: Sequence[CellSummary], path: Path, title: str) -> Path:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(_width(len(cells)), 4.5))
-    xs = list(range(len(cells)))
+    fig, ax = plt.subplots(figsize=(_WIDE, _height(len(cells), bars=2)))
+    ys = list(range(len(cells)))
     p50 = [c.latency_p50_s or 0.0 for c in cells]
     p95 = [c.latency_p95_s or 0.0 for c in cells]
-    ax.bar([x - 0.2 for x in xs], p50, 0.4, color="#56B4E9", label="p50 per request")
-    ax.bar([x + 0.2 for x in xs], p95, 0.4, color="#0072B2", label="p95 per request")
+    ax.barh([y - 0.2 for y in ys], p50, 0.4, color="#56B4E9", label="p50 per request")
+    ax.barh([y + 0.2 for y in ys], p95, 0.4, color="#0072B2", label="p95 per request")
     top = max([*p95, 1e-09])
-    for x, c in zip(xs, cells, strict=True):
+    for y, c in zip(ys, cells, strict=True):
         tps = f"{c.tokens_per_s:.0f} tok/s" if c.tokens_per_s else "tok/s n/a"
-        ax.text(x, (c.latency_p95_s or 0.0) + 0.02 * top, tps, ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(xs, [_tick(c) for c in cells], fontsize=7)
-    ax.set_ylabel("seconds per request")
-    ax.set_ylim(0, top * 1.18)
+        ax.text((c.latency_p95_s or 0.0) + 0.01 * top, y + 0.2, tps, ha="left", va="center", fontsize=8)
+    _cell_axis(ax, cells)
+    ax.set_xlabel("seconds per request")
+    ax.set_xlim(0, top * 1.2)
     ax.set_title(
-        textwrap.fill(f"{title}Latency per request (labels: median decode tokens/s)", int(_width(len(cells)) * 11)),
-        fontsize=10,
+        textwrap.fill(f"{title}Latency per request (labels: median decode tokens/s)", 90), fontsize=10, loc="left"
     )
-    ax.legend(title=_engines(cells), fontsize=8, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    ax.legend(
+        title=_engines(cells),
+        fontsize=8,
+        ncols=2,
+        loc="upper center",
+        bbox_to_anchor=(0.4, -0.9 / _height(len(cells), bars=2)),
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _cell_axis(ax: Any, cells: Sequence[CellSummary]) -> None:
+    """One row per cell, top to bottom in the report's order, each named in full (model@quant, engine)."""
+    ax.set_yticks(range(len(cells)), [_tick(c) for c in cells], fontsize=8)
+    ax.set_ylim(len(cells) - 0.5, -0.5)
+    ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
+    ax.set_axisbelow(True)

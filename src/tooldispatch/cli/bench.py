@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tooldispatch.cli.agent import DEMO_MODEL
 from tooldispatch.errors import TooldispatchError
 
 if TYPE_CHECKING:
@@ -41,6 +42,17 @@ _CONSTRAINED_HELP = (
 
 
 _N_CTX_HELP = "llama.cpp context length (0: the model's own, capped at 16,384)."
+
+
+_CATEGORIES_HELP = (
+    "BFCL categories, comma-separated: single-turn ones, or the multi-turn ones (multi_turn_base, "
+    "multi_turn_miss_param, multi_turn_miss_func, multi_turn_long_context: each case run by the agent loop and "
+    "the dispatcher, scored by BFCL's checker)."
+)
+_GROUND_TRUTH_HELP = (
+    "Multi-turn: replay BFCL's ground-truth calls through the same agent, dispatcher and checker (a scripted "
+    "model; no model is loaded), to check the harness."
+)
 
 
 def _fail(exc: TooldispatchError) -> None:
@@ -80,8 +92,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 def bfcl(
     models: Annotated[
         str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; openai/openrouter: the served model.")
-    ] = "smollm2-135m-instruct@Q4_1",
-    categories: Annotated[str, typer.Option(help="BFCL categories, comma-separated.")] = "simple_python,irrelevance",
+    ] = DEMO_MODEL,
+    categories: Annotated[str, typer.Option(help=_CATEGORIES_HELP)] = "simple_python,irrelevance",
     limit: Annotated[int, typer.Option(help="First N cases of each category (0: all).")] = 25,
     backend: Annotated[str, typer.Option(help="llamacpp, openai or openrouter.")] = "llamacpp",
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible server for --backend openai.")] = "",
@@ -106,9 +118,14 @@ def bfcl(
     interleave_cells: Annotated[
         bool, typer.Option(help="Run case by case across all cells (all models loaded at once).")
     ] = False,
+    ground_truth: Annotated[bool, typer.Option(help=_GROUND_TRUTH_HELP)] = False,
+    answer_tool: Annotated[bool, typer.Option(help="Multi-turn: offer the agent's final_answer tool.")] = False,
 ) -> None:
     """Run BFCL over a matrix (backend × model × quantization × parse mode × constrained × seed), store every
     raw output, and write a report. Interrupt it any time: the same command resumes where it stopped."""
+    if any(c.startswith("multi_turn") for c in _split(categories)):
+        _multi_turn(models, categories, limit, ground_truth, answer_tool, max_tokens, seeds, n_ctx, threads, run_dir)
+        return
     from tooldispatch.bench.bfcl_data import load_cases
     from tooldispatch.bench.report import summarize, write_report
     from tooldispatch.bench.results_db import ResultsDB
@@ -169,10 +186,47 @@ def bfcl(
         _fail(exc)
 
 
+def _multi_turn(
+    models: str,
+    categories: str,
+    limit: int,
+    ground_truth: bool,
+    answer_tool: bool,
+    max_tokens: int,
+    seeds: str,
+    n_ctx: int,
+    threads: int,
+    run_dir: Path,
+) -> None:
+    from tooldispatch.bench.multiturn import MultiTurnOptions, run_multi_turn_command
+
+    seed = [int(s) for s in _split(seeds)]
+    if len(seed) != 1:
+        _fail(TooldispatchError("multi-turn runs take one seed (greedy decoding); run each seed in its own --run-dir"))
+
+    def done(cell: str, case_id: str, passed: bool) -> None:
+        typer.echo(f"{cell} {case_id}: {'passed' if passed else 'failed'}")
+
+    try:
+        text = run_multi_turn_command(
+            categories=_split(categories),
+            limit=limit or None,
+            models=_split(models),
+            ground_truth=ground_truth,
+            options=MultiTurnOptions(max_tokens=max_tokens, answer_tool=answer_tool, seed=seed[0]),
+            n_ctx=n_ctx or None,
+            n_threads=threads or None,
+            run_dir=run_dir,
+            on_done=done,
+        )
+        typer.echo(text)
+        typer.echo(f"report: {run_dir / 'report' / 'multiturn.md'}")
+    except TooldispatchError as exc:
+        _fail(exc)
+
+
 def suite(
-    models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = (
-        "smollm2-135m-instruct@Q4_1"
-    ),
+    models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = DEMO_MODEL,
     constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,

@@ -42,3 +42,13 @@ def test_replay_of_a_missing_file_says_what_to_do(tmp_path: Path) -> None:
     result = runner.invoke(app, ["bench", "replay", str(tmp_path / "nope.jsonl")])
     assert result.exit_code == 2
     assert "RUN_DIR/corpus.jsonl" in result.output
+
+
+def test_bench_commands_default_to_the_packaged_tool_calling_model() -> None:
+    """`bench bfcl` and `bench suite` without --models run Qwen2.5-Coder-0.5B Q4_K_M, a model that calls tools."""
+    import inspect
+
+    from tooldispatch.cli import bench
+
+    for command in (bench.bfcl, bench.suite):
+        assert inspect.signature(command).parameters["models"].default == "qwen2.5-coder-0.5b-instruct@Q4_K_M"
