@@ -58,18 +58,24 @@ clean-compiled:
 	rm -f $(VENV)/.compiled
 
 # What users install, in dist/: the sdist, then from it the compiled wheel (the mypyc modules inside, for this
-# platform and Python) and the pure-Python wheel pip takes where no compiled wheel fits. The wheels are built
-# from the unpacked sdist, so the in-place .so files of `make compiled` never reach the pure wheel and the sdist is
-# known to build both ways. A pip install of the sdist itself builds the pure package.
+# platform and Python) and the pure-Python wheel (py3-none-any) pip takes where no compiled wheel fits. Each
+# wheel is built in its own unpacked copy of the sdist (build/wheel/), so the in-place .so files of
+# `make compiled` never reach the pure wheel and the sdist is known to build both ways; a pip install of the
+# sdist itself builds the pure package.
 BUILD_DEPS := "mypy>=1.11" "setuptools>=77" wheel types-jsonschema types-regex
+BUILD_WHEEL := from setuptools import build_meta as b; print(b.build_wheel("$(CURDIR)/dist"))
 
 wheel: | $(PY)
 	$(PIP) install -q $(BUILD_DEPS)
-	rm -rf dist
-	$(PY) -c "from setuptools import build_meta as b; b.build_sdist('dist')"
-	@echo "compiling the wheel with mypyc (a minute or two on two cores)"
-	TOOLDISPATCH_MYPYC=1 $(PIP) wheel -q --no-deps --no-build-isolation -w dist dist/tooldispatch-*.tar.gz
-	$(PIP) wheel -q --no-deps --no-build-isolation -w dist dist/tooldispatch-*.tar.gz
+	rm -rf dist build/wheel
+	mkdir -p build/wheel/compiled build/wheel/pure
+	$(PY) -c 'from setuptools import build_meta as b; b.build_sdist("dist")' >build/wheel/sdist.log
+	tar -xzf dist/tooldispatch-*.tar.gz -C build/wheel/compiled --strip-components=1
+	tar -xzf dist/tooldispatch-*.tar.gz -C build/wheel/pure --strip-components=1
+	@echo "compiling the wheel with mypyc (a few minutes on two cores; the log: build/wheel/compiled.log)"
+	cd build/wheel/compiled && TOOLDISPATCH_MYPYC=1 $(CURDIR)/$(PY) -c '$(BUILD_WHEEL)' >../compiled.log 2>&1 \
+		|| { tail -n 20 ../compiled.log; exit 1; }
+	cd build/wheel/pure && $(CURDIR)/$(PY) -c '$(BUILD_WHEEL)' >../pure.log 2>&1 || { tail -n 20 ../pure.log; exit 1; }
 	@ls -l dist
 
 run: $(VENV)/.run-deps

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from tooldispatch._compiled import in_checkout
 from tooldispatch.errors import ConfigError
 
 Kind = Literal["models", "profiles"]
@@ -60,9 +61,7 @@ def data_dir() -> Path:
 def shipped_origin() -> str:
     """``checkout`` when the package runs from a source tree (``src/tooldispatch`` beside ``pyproject.toml``),
     else ``shipped``."""
-    package = data_dir().parent
-    in_tree = package.parent.name == "src" and (package.parents[1] / "pyproject.toml").is_file()
-    return "checkout" if in_tree else "shipped"
+    return "checkout" if in_checkout(data_dir().parent) else "shipped"
 
 
 def calibration_text() -> Path:
