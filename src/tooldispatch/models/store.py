@@ -24,15 +24,16 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TransferSpeedColumn
 
 from tooldispatch.errors import ConfigError, ModelNotFoundError
-from tooldispatch.models.manifest import Manifest, Quantization, load_manifest, manifests_dir
+from tooldispatch.home import models_dir
+from tooldispatch.models.manifest import Manifest, Quantization, load_manifest
 
 _CHUNK = 1 << 20
 
 
 def cache_dir() -> Path:
-    """Where pulled and derived model files live (``TOOLDISPATCH_MODELS_DIR``, else ``models/cache``)."""
-    env = os.environ.get("TOOLDISPATCH_MODELS_DIR")
-    return Path(env) if env else manifests_dir() / "cache"
+    """Where pulled and derived model files live: :func:`tooldispatch.home.models_dir` (``TOOLDISPATCH_MODELS_DIR``,
+    else the ``models_dir`` config key, else ``~/.cache/tooldispatch/models``)."""
+    return models_dir()
 
 
 @dataclass(frozen=True, slots=True)

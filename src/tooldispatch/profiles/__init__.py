@@ -1,4 +1,5 @@
-"""Deployment profiles (``configs/*.toml``): which backend, which server, launched how.
+"""Deployment profiles (shipped in ``data/profiles/``, a user's own in ``~/.config/tooldispatch/profiles/``):
+which backend, which server, launched how.
 
 ``load_profile`` reads and checks a profile, ``plan_launch`` turns it into the exact server command
 (``tooldispatch serve --dry-run`` prints it), ``start_server`` / ``wait_until_ready`` run it, and
@@ -25,6 +26,7 @@ from tooldispatch.profiles.schema import (
     list_profiles,
     load_profile,
     parse_profile,
+    profile_entries,
     profiles_dir,
 )
 
@@ -44,6 +46,7 @@ __all__ = [
     "models_answer",
     "parse_profile",
     "plan_launch",
+    "profile_entries",
     "profiles_dir",
     "start_server",
     "stop_server",

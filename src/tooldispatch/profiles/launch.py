@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tooldispatch.errors import BackendUnavailable, ConfigError
+from tooldispatch.home import models_dir
 from tooldispatch.profiles.schema import Profile
 
-_PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|home|cache)\}")
+_PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|home|cache|models)\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,8 @@ class LaunchPlan:
 
 
 def fill(text: str, values: Mapping[str, str]) -> str:
-    """Replace ``{host}``, ``{port}``, ``{model_path}``, ``{python}``, ``{home}`` and ``{cache}``; other braces stay."""
+    """Replace ``{host}``, ``{port}``, ``{model_path}``, ``{python}``, ``{home}``, ``{cache}`` and ``{models}``;
+    other braces stay."""
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
@@ -138,6 +140,7 @@ def plan_launch(
         "python": sys.executable,
         "home": str(Path.home()),
         "cache": cache_home(),
+        "models": str(models_dir()),
     }
     if any("{model_path}" in arg for arg in chosen.command):
         values["model_path"] = _model_path(profile, model_path, values)

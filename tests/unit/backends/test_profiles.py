@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -24,9 +26,15 @@ VLLM_ARGS = [
     "--reasoning-parser", "qwen3",
 ]  # fmt: skip
 LLAMA_SERVER_ARGS = [
-    "llama-server", "-m", "models/cache/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf",
+    "llama-server", "-m", "/srv/models/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf",
     "-ngl", "999", "-fa", "1", "--no-mmap", "--jinja", "-c", "32768",
 ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _model_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model cache at /srv/models, the folder the profiles' ``{models}`` placeholder names."""
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", "/srv/models")
 
 
 def write_profile(tmp_path: Path, text: str) -> Path:
@@ -201,3 +209,42 @@ def test_client_mode_uses_the_model_family_tool_format() -> None:
         ChatRequest(messages=[{"role": "user", "content": "hi"}], tools=(tool,)), stream=True
     )
     assert kwargs["messages"][0] == {"role": "system", "content": get_format("hermes_list").system([tool])}
+
+
+def test_a_users_profile_wins_by_name_and_is_listed_as_theirs(cli: Any, tmp_path: Path) -> None:
+    """A profile in ~/.config/tooldispatch/profiles replaces the shipped one of its name; `profiles` says which."""
+    from tooldispatch.home import user_profiles_dir
+    from tooldispatch.packaged import shipped_origin
+
+    user_profiles_dir().mkdir(parents=True)
+    mine = user_profiles_dir() / "openrouter.toml"
+    mine.write_text('description = "my router"\nbackend = "llamacpp"\nmodel = "smollm2-135m-instruct@Q4_1"\n')
+    (user_profiles_dir() / "laptop.toml").write_text('description = "my laptop"\nbackend = "llamacpp"\n')
+    assert load_profile("openrouter").path == mine
+    assert load_profile("openrouter").description == "my router"
+    listed = cli("profiles", "--json")
+    assert listed.code == 0
+    rows = {row["profile"]: (row["from"], row["description"]) for row in json.loads(listed.out)}
+    assert rows["openrouter"] == ("user", "my router")
+    assert rows["laptop"] == ("user", "my laptop")
+    assert rows["dgx-spark-vllm-nvfp4"][0] == shipped_origin()
+    assert len(rows) == 8
+
+
+def test_the_configs_dir_variable_replaces_the_shipped_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TOOLDISPATCH_CONFIGS_DIR names the folder used instead of the shipped profiles; its files say `env`."""
+    from tooldispatch.profiles import profile_entries
+
+    (tmp_path / "only.toml").write_text('description = "only"\nbackend = "llamacpp"\n')
+    monkeypatch.setenv("TOOLDISPATCH_CONFIGS_DIR", str(tmp_path))
+    assert {name: e.origin for name, e in profile_entries().items()} == {"only": "env"}
+    with pytest.raises(ConfigError, match=r"^no profile 'cpu-llamacpp' in .*; known profiles: only$"):
+        load_profile("cpu-llamacpp")
+
+
+def test_the_models_placeholder_is_the_model_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{models}`` in a profile is the model cache folder of tooldispatch.home.models_dir."""
+    assert fill("{models}/x.gguf", {"models": "/srv/models"}) == "/srv/models/x.gguf"
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", "/elsewhere/m")
+    plan = plan_launch(load_profile("strix-halo-vulkan"))
+    assert plan.argv[2] == "/elsewhere/m/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf"

@@ -56,3 +56,29 @@ def test_a_broken_config_file_is_one_line_naming_it(cli: Cli) -> None:
     run = cli("run", "hello")
     assert run.code == 2
     assert run.err.startswith(f"error: {config_path()} is not valid TOML (")
+
+
+def test_the_model_cache_is_per_user_and_can_be_moved(cli: Cli, tmp_path: Path, monkeypatch: Any) -> None:
+    """The cache is $XDG_CACHE_HOME/tooldispatch/models; the models_dir key moves it; TOOLDISPATCH_MODELS_DIR wins."""
+    from tooldispatch.home import models_dir
+    from tooldispatch.models import cache_dir
+
+    monkeypatch.delenv("TOOLDISPATCH_MODELS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    assert models_dir() == cache_dir() == tmp_path / "xdg-cache" / "tooldispatch" / "models"
+    assert cli("config", "set", "models_dir", str(tmp_path / "big-disk")).code == 0
+    assert cache_dir() == tmp_path / "big-disk"
+    shown = cli("config", "path")
+    assert shown.out.splitlines()[-1] == f"cache:    {tmp_path / 'big-disk'}"
+    monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path / "env"))
+    assert cache_dir() == tmp_path / "env"
+
+
+def test_a_relative_models_dir_is_refused(cli: Cli) -> None:
+    """A relative models_dir would depend on the working folder: refused, and nothing is written."""
+    ran = cli("config", "set", "models_dir", "models/cache")
+    assert (ran.code, ran.err) == (
+        2,
+        "error: config: models_dir must be an absolute path (or start with ~), not 'models/cache'\n",
+    )
+    assert not config_path().exists()

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tooldispatch.cli.models import models_app
 from tooldispatch.errors import ConfigError, ModelNotFoundError
+from tooldispatch.home import user_models_dir
 from tooldispatch.models import add_model, parse_spec, pick_tool_format, resolve
 from tooldispatch.models.gguf import write_gguf
 
@@ -22,7 +23,7 @@ LLAMA31 = '{% if tools %}{{ tools | tojson }} Respond with {"name": function nam
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty model cache (and so an empty added-manifests folder)."""
+    """An empty model cache (the added manifests go to the user's manifest folder, empty in each test)."""
     monkeypatch.setenv("TOOLDISPATCH_MODELS_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
@@ -53,7 +54,7 @@ def test_add_writes_a_manifest_that_resolves(cache: Path, tmp_path: Path) -> Non
     manifest, choice = add_model(path, progress=False)
     assert (manifest.id, manifest.family, manifest.context_length) == ("my-coder-0.5b", "qwen2", 32768)
     assert (manifest.tool_format, manifest.tool_results, choice.tool_format) == ("hermes", "tool_role", "hermes")
-    assert manifest.path == cache / "manifests" / "my-coder-0.5b.toml"
+    assert manifest.path == user_models_dir() / "my-coder-0.5b.toml"
     assert resolve("my-coder-0.5b@Q4_K_M") == path.resolve()
     spec = parse_spec("my-coder-0.5b@Q2_K")
     assert (spec.quant.source, spec.quant.derived_from) == ("derived", "Q4_K_M")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +149,39 @@ def test_unknown_model_lists_known(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     (tmp_path / "tiny.toml").write_text('id = "tiny"\nfamily = "tiny"\ntool_format = "json"\nlicense = "MIT"\n')
     with pytest.raises(ConfigError, match=r"no model manifest 'huge' .*; known models: tiny \(add your own GGUF"):
         load_manifest("huge")
+
+
+def test_a_users_manifest_wins_by_id_and_is_listed_as_theirs(cli: Any) -> None:
+    """A manifest in ~/.config/tooldispatch/models replaces the shipped one of its id; `models list` says which."""
+    from tooldispatch.home import user_models_dir
+    from tooldispatch.models import manifest_entries
+    from tooldispatch.packaged import shipped_origin
+
+    user_models_dir().mkdir(parents=True)
+    mine = user_models_dir() / "gemma3-270m.toml"
+    mine.write_text('id = "gemma3-270m"\nfamily = "mine"\ntool_format = "json"\nlicense = "MIT"\n')
+    assert load_manifest("gemma3-270m").family == "mine"
+    origins = {name: e.origin for name, e in manifest_entries().items()}
+    assert origins["gemma3-270m"] == "user"
+    assert origins["smollm2-135m-instruct"] == shipped_origin()
+    listed = cli("models", "list", "--json")
+    assert listed.code == 0
+    rows = json.loads(listed.out)
+    assert {r["from"] for r in rows if r["model"] == "smollm2-135m-instruct"} == {shipped_origin()}
+    assert not [r for r in rows if r["model"] == "gemma3-270m"]  # the user's file lists no quantizations
+
+
+def test_shipped_data_is_package_data() -> None:
+    """Manifests, profiles and the calibration text are read from the package (importlib.resources)."""
+    from importlib import resources
+
+    from tooldispatch.models.quantize import calibration_text
+    from tooldispatch.packaged import data_dir
+
+    assert data_dir() == resources.files("tooldispatch") / "data"
+    assert sorted(p.name for p in (data_dir() / "models").glob("*.toml"))[:2] == [
+        "gemma3-270m.toml",
+        "qwen2.5-coder-0.5b-instruct.toml",
+    ]
+    assert calibration_text() == data_dir() / "models" / "calibration" / "calibration.txt"
+    assert calibration_text().stat().st_size > 100_000
