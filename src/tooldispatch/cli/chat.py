@@ -26,8 +26,11 @@ from tooldispatch.cli.options import (
     ModelOpt,
     NCtxOpt,
     ProfileOpt,
+    RepeatGuardOpt,
     SeedOpt,
     StoreOpt,
+    StuckIdleOpt,
+    StuckRepeatsOpt,
     TemperatureOpt,
     ThreadsOpt,
     ToolsOpt,
@@ -130,6 +133,9 @@ def chat(
     max_turns: MaxTurnsOpt = None,
     threads: ThreadsOpt = None,
     answer_tool: AnswerToolOpt = None,
+    repeat_guard: RepeatGuardOpt = None,
+    stuck_repeats: StuckRepeatsOpt = None,
+    stuck_idle_turns: StuckIdleOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -155,6 +161,9 @@ def chat(
         "max_turns": max_turns,
         "threads": threads,
         "answer_tool": answer_tool,
+        "repeat_guard": repeat_guard,
+        "stuck_repeats": stuck_repeats,
+        "stuck_idle_turns": stuck_idle_turns,
         "store": store,
     }
     try:
