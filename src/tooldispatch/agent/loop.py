@@ -342,13 +342,15 @@ class Agent:
         tool_choice: str | None = None,
         hold: frozenset[str] = frozenset(),
     ) -> Completion:
-        """Stream one turn; ``tool_choice`` overrides the agent's; calls whose key is in ``hold`` never start early."""
+        """Stream one turn; ``tool_choice`` overrides the agent's (``none``: no tools and no grammar); calls whose key
+        is in ``hold`` never start early."""
+        choice = tool_choice or self.tool_choice
         request = ChatRequest(
             messages=list(messages),
             tools=self.tools,
             max_tokens=self.max_tokens,
-            tool_choice=tool_choice or self.tool_choice,
-            constrained=self.constrained,
+            tool_choice=choice,
+            constrained=self.constrained and choice != "none",
             extra=self.request_extra,
             temperature=self.temperature,
             seed=self.seed,

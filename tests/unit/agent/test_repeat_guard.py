@@ -217,3 +217,14 @@ def test_logs_show_the_held_call_and_who_answered() -> None:
         '  held get_weather {"city": "Paris"} (answered in turn 1): not dispatched',
         "answer: Sunny.",
     ]
+
+
+def test_the_answer_without_tools_is_never_grammar_constrained() -> None:
+    """A constrained agent's guard turn asks for tool_choice none and no grammar (a call grammar would force a call)."""
+    backend = _script(PARIS, PARIS, "Sunny.")
+    Agent(backend=backend, dispatcher=Dispatcher(_registry([])), constrained=True).run("go")
+    assert [(r.tool_choice, r.constrained) for r in backend.requests] == [
+        ("auto", True),
+        ("auto", True),
+        ("none", False),
+    ]
