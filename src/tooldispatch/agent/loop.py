@@ -225,7 +225,8 @@ class Agent:
         repeat_guard: when every call of a turn repeats a call whose result is already in the conversation since the
             user's message (``agent/repeat.py``), dispatch none of them: generate the turn once more with
             ``tool_choice="none"`` and end the run with that text as the final answer (``answered_by="repeat_guard"``,
-            the turns' ``held`` and ``tools_disabled``). If that text is again a call, the run ends ``stuck``.
+            the turns' ``held`` and ``tools_disabled``). If that text is again a call, the run ends ``stuck``. Only with
+            ``tool_choice="auto"``: ``required`` or a tool's name asks for a call on every turn.
         polling_tools: tools whose identical calls may return new results (a status check): never held by the repeat
             guard, and never counted as a stuck repeat or an idle turn.
 
@@ -635,7 +636,8 @@ class Agent:
                 end = "max_tokens"
                 break
             self._emit(TurnStarted(index))
-            hold = answered.keys() if self.repeat_guard else frozenset()
+            guard = self.repeat_guard and self.tool_choice == "auto"  # required/a tool's name: a call every turn
+            hold = answered.keys() if guard else frozenset()
             completion, end, error = await self._turn(index, messages, deadline, hold=hold)
             if completion is None:
                 break
@@ -674,7 +676,7 @@ class Agent:
                 turns.append(Turn(index, completion, outcome, runs, notes=tuple(notes)))
                 end, answered_by = "final_answer", "answer_tool"
                 break
-            held = answered.held(calls) if self.repeat_guard and calls and not refused else ()
+            held = answered.held(calls) if guard and calls and not refused else ()
             if held:
                 await self._drain_early()
                 self._decide(index, "repeat_guard", held_note(held), notes)

@@ -228,3 +228,15 @@ def test_the_answer_without_tools_is_never_grammar_constrained() -> None:
         ("auto", True),
         ("none", False),
     ]
+
+
+def test_the_guard_leaves_required_calls_alone() -> None:
+    """With tool_choice required every turn must be a call: the repeat is dispatched, no tools-disabled turn."""
+    log: list[str] = []
+    backend = _script(PARIS, PARIS)
+    run = Agent(
+        backend=backend, dispatcher=Dispatcher(_registry(log)), tool_choice="required", budget=Budget(max_turns=2)
+    ).run("go")
+    assert log == ["get_weather Paris", "get_weather Paris"]
+    assert [r.tool_choice for r in backend.requests] == ["required", "required"]
+    assert (run.end, run.answered_by) == ("max_turns", None)
