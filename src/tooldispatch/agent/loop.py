@@ -461,6 +461,18 @@ class Agent:
             runs.append(run)
         return tuple(runs)
 
+    def _note_dropped(self, index: int, dropped: Sequence[ToolCall], notes: list[str]) -> None:
+        """Say, as they are about to run, which refused calls run without their undeclared keys."""
+        for call in dropped:
+            keys = ", ".join(json.dumps(r.path.lstrip("/")) for r in call.repairs if r.kind == "drop_key")
+            self._decide(
+                index,
+                "drop_extra_arguments",
+                f"{call.name} was refused only for argument(s) its tool does not declare ({keys}); "
+                "it runs without them",
+                notes,
+            )
+
     def _answer_at(self, calls: Sequence[ToolCall]) -> int | None:
         """The position of the turn's first call to the answer tool (``answer_tool``), or ``None``."""
         if not self.answer_tool:
@@ -648,15 +660,6 @@ class Agent:
             notes: list[str] = []
             previous = turns[-1].outcome if turns else None
             dropped, refused = self._answer_refusals(outcome, previous)
-            for call in dropped:
-                keys = ", ".join(json.dumps(r.path.lstrip("/")) for r in call.repairs if r.kind == "drop_key")
-                self._decide(
-                    index,
-                    "drop_extra_arguments",
-                    f"{call.name} was refused only for argument(s) its tool does not declare ({keys}); it runs "
-                    "without them",
-                    notes,
-                )
             calls = [*_unique_ids(outcome.calls), *dropped]
             at = self._answer_at(calls)
             if at and not any(r.result.status == "ok" for t in turns for r in t.tool_runs):  # rests on no result
@@ -665,6 +668,7 @@ class Agent:
                 at = None
             if at is not None:
                 final = str(calls[at].arguments.get("answer", ""))
+                self._note_dropped(index, [c for c in calls[:at] if c in dropped], notes)
                 runs = await self._dispatch(index, calls[:at], completion, deadline, notes) if at else ()
                 await self._drain_early()
                 if runs:
@@ -698,6 +702,7 @@ class Agent:
                     self._emit(Decided(index + 1, "stuck", stuck.describe()))
                 break
             if calls or refused:
+                self._note_dropped(index, dropped, notes)
                 messages.append(_assistant_message(outcome, [*calls, *(call for call, _ in refused)]))
                 runs = await self._dispatch(index, calls, completion, deadline, notes) if calls else ()
                 for tool_run in runs:

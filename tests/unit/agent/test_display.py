@@ -80,3 +80,10 @@ def test_a_stuck_run_shows_its_evidence_last() -> None:
     assert len(stuck) == 1
     assert stuck[0].startswith(f"⟳ stuck: same_rejection in turns 1, 2, 3: {bad} (refused: assign_driver:")
     assert screen[-1] == stuck[0]
+
+
+def test_a_held_call_is_never_announced_as_running() -> None:
+    """A repeat written with an undeclared key is held by the guard: no line says it runs without the key."""
+    screen = _screen([ASSIGN, ASSIGN_WITH_REASON, "Assigned."], auto_refresh=True, drop_extra_arguments=True)
+    turn_2 = screen[next(i for i, line in enumerate(screen) if "turn 2" in line) :]
+    assert [line.split(":")[0] for line in _lines_with(turn_2, "⟳", "→")] == ["⟳ repeat_guard"]
