@@ -52,6 +52,8 @@ def _ending(record: Any) -> str:
         6: f"; no progress ({(record.transcript.get('stuck') or {}).get('kind', '?')}; tooldispatch logs {record.id} "
         "shows the evidence; --stuck-repeats/--stuck-idle-turns change the limits)",
     }.get(record.exit_code, "")
+    if record.transcript.get("answered_by") == "repeat_guard":
+        hint += " (answered by the repeat guard, with calls disabled)"
     return (
         f"run {record.id} ({record.session_id}) ended: {record.end_reason}{hint}. "
         f"Continue it with: tooldispatch chat -c"

@@ -222,6 +222,8 @@ def chat(
                 typer.echo(_one_line(transcript(result, record)))  # one JSON object per line (JSONL)
             elif result.final_answer:
                 console.print(f"[bold]{result.final_answer}[/bold]")
+                if result.answered_by == "repeat_guard":
+                    console.print("[dim](answered by the repeat guard, with calls disabled)[/dim]")
             pending = f", {record.pending} awaiting approval (tooldispatch approvals list)" if record.pending else ""
             console.print(
                 f"[dim]run {record.id}: {record.end_reason}, {record.calls} call(s){pending}, "

@@ -227,6 +227,10 @@ def test_live_view_shows_a_refusals_message_and_suggestion_in_full(cli: Cli, scr
 def test_a_looping_model_is_answered_by_the_repeat_guard_or_ended_as_stuck(cli: Cli, scripted: list[str]) -> None:
     """With the guard, the repeated get_order is not run and the answer comes from a request without tools (exit
     0); without it, the same call and result three turns running end the run as stuck (exit 6), evidence kept."""
+    plain = cli("run", "keep checking o-101", *scripted)
+    assert "ended: final_answer (answered by the repeat guard, with calls disabled). Continue it" in " ".join(
+        plain.out.split()
+    )
     guarded = cli("run", "keep checking o-101", *scripted, "--json")
     data = json.loads(guarded.out)
     assert (guarded.code, data["end"], data["answered_by"]) == (0, "final_answer", "repeat_guard")
