@@ -30,7 +30,7 @@ from tooldispatch.agent.feedback import (
     without_extra_arguments,
 )
 from tooldispatch.agent.records import AgentRun, Budget, EndReason, Stuck, ToolRun, Turn, call_key
-from tooldispatch.agent.repeat import Answered, answer_text, held_note
+from tooldispatch.agent.repeat import Answered, answer_text, held_note, refused_attempts
 from tooldispatch.agent.stuck import stuck_evidence
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
@@ -680,7 +680,8 @@ class Agent:
                 turns.append(Turn(index, completion, outcome, runs, notes=tuple(notes)))
                 end, answered_by = "final_answer", "answer_tool"
                 break
-            held = answered.held(calls) if guard and calls and not refused else ()
+            attempts = [*calls, *refused_attempts(outcome, self._tool_map)]
+            held = answered.held(attempts) if guard and attempts and not refused else ()
             if held:
                 await self._drain_early()
                 self._decide(index, "repeat_guard", held_note(held), notes)

@@ -4,7 +4,10 @@ Small models often call the same tool with the same arguments again after its re
 ends the run. With ``Agent(repeat_guard=True)``, when every call of a turn repeats (same name, same canonical
 arguments: ``call_key``) a call whose result is already in the conversation since the user's message, none of them
 is dispatched; the turn is generated once more with calls disabled (``tool_choice="none"``) and that text is the
-run's final answer, marked ``answered_by="repeat_guard"``.
+run's final answer, marked ``answered_by="repeat_guard"``. A rejected candidate that names an offered tool with
+readable arguments (``refused_attempts``: a side-effecting call found in running text, as when the model writes a
+done call again followed by a made-up result) counts as a call here: it never runs, and a turn of such repeats gets
+the same answer without tools instead of feedback.
 
 What counts as answered: a call whose result was ``ok``. An answer goes stale, and the call may run again, when
 the world may have changed since: a read-only call's result after any later successful side-effecting call, and a
@@ -15,10 +18,11 @@ calls are never held.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from tooldispatch.agent.records import Held, ToolRun, call_key
 from tooldispatch.dispatch import Registry
+from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import ParseOutcome, ToolCall
 
 
@@ -75,6 +79,20 @@ class Answered:
     def _compensation(self, name: str) -> str | None:
         tool = self._registry.get(name)
         return tool.compensate if tool is not None else None
+
+
+def refused_attempts(outcome: ParseOutcome, tools: Mapping[str, ToolSpec]) -> list[ToolCall]:
+    """The turn's rejected candidates that name an offered tool with readable arguments and are not refused for
+    those arguments (a side-effecting call in running text, a call followed by a made-up result): calls the model
+    meant, which the parser would not run. A turn of such repeats is held like a turn of accepted repeats."""
+    return [
+        ToolCall(cand.name, dict(cand.arguments), bucket=cand.bucket, stage=cand.stage, format=cand.format)
+        for cand in outcome.rejected
+        if cand.name is not None
+        and cand.name in tools
+        and isinstance(cand.arguments, dict)
+        and cand.bucket != "SchemaMismatch"
+    ]
 
 
 def answer_text(outcome: ParseOutcome) -> str | None:

@@ -240,3 +240,24 @@ def test_the_guard_leaves_required_calls_alone() -> None:
     assert log == ["get_weather Paris", "get_weather Paris"]
     assert [r.tool_choice for r in backend.requests] == ["required", "required"]
     assert (run.end, run.answered_by) == ("max_turns", None)
+
+
+def test_a_done_call_written_again_with_a_made_up_result_is_held() -> None:
+    """The demo's loop: assign_driver again with an invented result after it, rejected as running text, is a
+    repeat of the answered call; the turn is answered without tools instead of being sent back as feedback."""
+    world = DemoWorld.seed()
+    refresh = _call("refresh_drivers", zone="north")
+    assign = '{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order_id": "o-101"}}'
+    again = assign + '\n{"order_id": "o-101", "status": "assigned"}'
+    backend = _script(refresh, assign, again, "Driver d-north-1 is assigned to o-101.")
+    run = Agent(backend=backend, dispatcher=Dispatcher(build_registry(world)), budget=Budget(max_turns=6)).run("go")
+    assert [r.call.name for r in run.tool_runs] == ["refresh_drivers", "assign_driver"]
+    assert run.turns[2].outcome.rejected[0].bucket == "Ambiguous"
+    (held,) = run.turns[2].held
+    assert (held.call.name, held.answered_in) == ("assign_driver", 1)
+    assert (run.end, run.answered_by, run.final_answer) == (
+        "final_answer",
+        "repeat_guard",
+        "Driver d-north-1 is assigned to o-101.",
+    )
+    assert world.order("o-101")["status"] == "assigned"
