@@ -96,8 +96,10 @@ def refused_attempts(outcome: ParseOutcome, tools: Mapping[str, ToolSpec]) -> li
 
 
 def answer_text(outcome: ParseOutcome) -> str | None:
-    """The answer in a turn generated with calls disabled: its text when it holds no call, else ``None``."""
-    if outcome.calls:
+    """The answer in a turn generated with calls disabled: its text when it holds no call and no call attempt, else
+    ``None``. A rejected attempt counts: the 0.5B, asked without tools, wrote the done call again followed by made-up
+    results, which is no answer."""
+    if outcome.calls or outcome.rejected:
         return None
     text = outcome.content.strip()
     return text or None

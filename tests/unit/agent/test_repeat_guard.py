@@ -261,3 +261,17 @@ def test_a_done_call_written_again_with_a_made_up_result_is_held() -> None:
         "Driver d-north-1 is assigned to o-101.",
     )
     assert world.order("o-101")["status"] == "assigned"
+
+
+def test_an_answer_without_tools_that_repeats_the_call_as_text_is_no_answer() -> None:
+    """The guard's turn writing the done call again with made-up results (rejected, never run) is not taken as the
+    answer: the run ends stuck with that text as the evidence."""
+    world = DemoWorld.seed()
+    assign = '{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order_id": "o-101"}}'
+    made_up = assign + '\n{"message_id": 1, "to": "c-101"}'
+    backend = _script(_call("refresh_drivers", zone="north"), assign, assign, made_up)
+    run = Agent(backend=backend, dispatcher=Dispatcher(build_registry(world)), budget=Budget(max_turns=6)).run("go")
+    assert run.turns[3].tools_disabled
+    assert [c.bucket for c in run.turns[3].outcome.rejected] == ["Ambiguous"]
+    assert (run.end, run.final_answer, run.answered_by) == ("stuck", None, None)
+    assert run.stuck == Stuck("no_answer_without_tools", (2, 3), " ".join(made_up.split()))
