@@ -1,7 +1,16 @@
 """The agent loop, its budgets and its records."""
 
-from tooldispatch.agent.loop import Agent, AgentEvent, CallDispatched, ModelStreamed, RunEnded, TurnParsed, TurnStarted
-from tooldispatch.agent.records import AgentRun, Budget, ToolRun, Turn
+from tooldispatch.agent.loop import (
+    Agent,
+    AgentEvent,
+    CallDispatched,
+    Decided,
+    ModelStreamed,
+    RunEnded,
+    TurnParsed,
+    TurnStarted,
+)
+from tooldispatch.agent.records import AgentRun, Budget, Held, Stuck, ToolRun, Turn
 
 __all__ = [
     "Agent",
@@ -9,8 +18,11 @@ __all__ = [
     "AgentRun",
     "Budget",
     "CallDispatched",
+    "Decided",
+    "Held",
     "ModelStreamed",
     "RunEnded",
+    "Stuck",
     "ToolRun",
     "Turn",
     "TurnParsed",

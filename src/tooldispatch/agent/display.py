@@ -9,10 +9,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tooldispatch.agent.loop import AgentEvent, CallDispatched, ModelStreamed, RunEnded, TurnParsed, TurnStarted
+from tooldispatch.agent.loop import (
+    AgentEvent,
+    CallDispatched,
+    Decided,
+    ModelStreamed,
+    RunEnded,
+    TurnParsed,
+    TurnStarted,
+)
 from tooldispatch.agent.records import AgentRun
-from tooldispatch.backends.base import ContentDelta, ReasoningDelta, ReasoningEnd
-from tooldispatch.types import Candidate
+from tooldispatch.backends.base import Completion, ContentDelta, ReasoningDelta, ReasoningEnd
+from tooldispatch.types import Candidate, ParseOutcome
 
 _BUCKET_STYLE = {
     "ok_strict": "green",
@@ -64,10 +72,30 @@ def _refusal_lines(content: str) -> Text | None:
     return out
 
 
+_DECISION_STYLE = {"stuck": "bold red", "repeat_guard": "bold yellow"}
+
+
+def parsed_line(outcome: ParseOutcome, completion: Completion) -> Text:
+    """The head line of a parsed turn: calls accepted and rejected, the parse stage, finish and model time."""
+    rejected = len(outcome.rejected)
+    head = Text(f"parsed: {len(outcome.calls)} call(s) accepted", style="cyan")
+    if rejected:
+        head.append(f", {rejected} rejected", style="red")
+    head.append(f", stage {outcome.stage}", style="cyan")
+    head.append(f", finish {completion.finish_reason}", style="dim")
+    head.append(f", model {completion.model_s:.2f} s", style="dim")
+    if completion.reasoning_s:
+        head.append(f", reasoning {completion.reasoning_s:.2f} s", style="dim")
+    return head
+
+
 class LiveView:
-    """Prints a run as it happens: a spinner while the model reads the prompt, reasoning dimmed, content,
-    each call with its parse stage and repairs, each dispatch with its status and time (a refusal's message
-    and suggestion in full), and a summary at the end (``summary=False`` leaves it out)."""
+    """Prints a run as it happens, in the order it happens: a spinner while the model reads the prompt,
+    reasoning dimmed, content, the parse (calls accepted and rejected, each candidate with its stage and
+    repairs), what was done on the model's behalf and why at the moment it was done (a refused call run
+    without undeclared keys, a refresh before a retry, calls held by the repeat guard, a stuck run ended),
+    each dispatch with its status and time (a refusal's message and suggestion in full), and a summary at
+    the end (``summary=False`` leaves it out)."""
 
     def __init__(self, console: Console | None = None, *, show_stream: bool = True, summary: bool = True) -> None:
         self.console = console or Console(highlight=False)
@@ -75,6 +103,7 @@ class LiveView:
         self.summary = summary
         self._in_reasoning = False
         self._status: Any = None
+        self._guarded = False  # the next turn is the repeat guard's, generated with calls disabled
 
     def _stop_spinner(self) -> None:
         if self._status is not None:
@@ -86,7 +115,11 @@ class LiveView:
         if not isinstance(event, TurnStarted):
             self._stop_spinner()
         if isinstance(event, TurnStarted):
-            c.rule(f"turn {event.index + 1}", style="dim")
+            if self._guarded:
+                c.rule(f"turn {event.index + 1}: calls disabled, the repeat guard's answer", style="yellow")
+            else:
+                c.rule(f"turn {event.index + 1}", style="dim")
+            self._guarded = False
             if c.is_terminal:
                 self._status = c.status("the model is reading the prompt…", spinner="dots")
                 self._status.start()
@@ -102,16 +135,14 @@ class LiveView:
                 c.print(Text(ev.text), end="")
         elif isinstance(event, TurnParsed):
             c.print()
-            outcome = event.outcome
-            finish = event.completion.finish_reason
-            head = Text(f"parsed: {len(outcome.calls)} call(s), stage {outcome.stage}", style="cyan")
-            head.append(f", finish {finish}", style="dim")
-            head.append(f", model {event.completion.model_s:.2f} s", style="dim")
-            if event.completion.reasoning_s:
-                head.append(f", reasoning {event.completion.reasoning_s:.2f} s", style="dim")
-            c.print(head)
-            for cand in outcome.candidates:
+            c.print(parsed_line(event.outcome, event.completion))
+            for cand in event.outcome.candidates:
                 c.print(_candidate_line(cand))
+        elif isinstance(event, Decided):
+            self._guarded = event.kind == "repeat_guard"
+            line = Text(f"  ⟳ {event.kind}: ", style=_DECISION_STYLE.get(event.kind, "magenta"))
+            line.append(event.message, style=_DECISION_STYLE.get(event.kind, "magenta"))
+            c.print(line)
         elif isinstance(event, CallDispatched):
             r = event.run.result
             style = {"ok": "green", "awaiting_approval": "yellow"}.get(r.status, "red")
@@ -139,12 +170,19 @@ def summary_table(run: AgentRun) -> Table:
     table = Table(title="run summary", show_header=False, title_style="bold")
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("ended", f"{s['end']}" + (f": {run.error}" if run.error else ""))
+    ended = f"{s['end']}" + (f": {run.error}" if run.error else "")
+    if run.stuck is not None:
+        ended += f": {run.stuck.describe()}"
+    if run.answered_by == "repeat_guard":
+        ended += " (the answer was generated with calls disabled, by the repeat guard: not the model's first choice)"
+    table.add_row("ended", ended)
     table.add_row("turns", str(s["turns"]))
     table.add_row("call candidates", str(s["candidates"]))
     table.add_row("by bucket", ", ".join(f"{k} {v}" for k, v in sorted(s["buckets"].items())) or "none")
     table.add_row("repairs applied", str(s["repairs"]))
     table.add_row("dispatch", ", ".join(f"{k} {v}" for k, v in sorted(s["dispatch"].items())) or "nothing ran")
+    if s["repeat_guard"]:
+        table.add_row("held by the repeat guard", f"{s['repeat_guard']} call(s), not dispatched")
     if s["by_dispatcher"]:
         table.add_row("by switches", ", ".join(f"{k} {v}" for k, v in sorted(s["by_dispatcher"].items())))
     table.add_row("model time", f"{s['model_s']:.2f} s (reasoning {s['reasoning_s']:.2f} s)")

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tooldispatch.agent.records import call_key
 from tooldispatch.dispatch import DispatchResult
 from tooldispatch.repair.validate import schema_errors
 from tooldispatch.toolspec import ToolSpec
@@ -167,13 +168,11 @@ def rejection_payload(cand: Candidate, tool: ToolSpec, *, repeated: bool = False
     return payload
 
 
-def _key(cand: Candidate) -> tuple[str | None, str]:
-    return cand.name, json.dumps(cand.arguments, sort_keys=True, default=str)
-
-
 def repeated_rejection(cand: Candidate, previous: ParseOutcome | None) -> bool:
     """``cand`` is identical (name and arguments) to a call refused in ``previous``."""
-    return previous is not None and cand.name is not None and _key(cand) in {_key(c) for c in previous.rejected}
+    if previous is None or cand.name is None:
+        return False
+    return call_key(cand.name, cand.arguments) in {call_key(c.name, c.arguments) for c in previous.rejected}
 
 
 def unusable_output_feedback(outcome: ParseOutcome, previous: ParseOutcome | None = None) -> str:

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,9 @@ from tooldispatch.agent.feedback import (
     unusable_output_feedback,
     without_extra_arguments,
 )
-from tooldispatch.agent.records import AgentRun, Budget, EndReason, ToolRun, Turn
+from tooldispatch.agent.records import AgentRun, Budget, EndReason, Stuck, ToolRun, Turn, call_key
+from tooldispatch.agent.repeat import Answered, answer_text, held_note, refused_attempts
+from tooldispatch.agent.stuck import stuck_evidence
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
 from tooldispatch.dispatch import Dispatcher, DispatchResult, Registry
 from tooldispatch.dispatch.refresh import STALE_REASON, refresher_call
@@ -73,13 +75,26 @@ class CallDispatched:
 
 
 @dataclass(frozen=True, slots=True)
+class Decided:
+    """The agent or the dispatcher did something on the model's behalf (or held something back), and why.
+
+    Emitted at the moment it happens, so a live view shows it in order with the dispatches around it. ``kind``:
+    ``drop_extra_arguments``, ``auto_refresh``, ``repeat_guard`` or ``stuck``.
+    """
+
+    index: int
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnded:
     """The run is over."""
 
     run: AgentRun
 
 
-AgentEvent = TurnStarted | ModelStreamed | TurnParsed | CallDispatched | RunEnded
+AgentEvent = TurnStarted | ModelStreamed | TurnParsed | CallDispatched | Decided | RunEnded
 Observer = Callable[[AgentEvent], None]
 
 GENERIC_SYSTEM = (
@@ -126,16 +141,16 @@ def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict
     return message
 
 
-def _call_key(name: str | None, arguments: Any) -> str:
-    """One text per call: its name and arguments (keys sorted), to find the same call again."""
-    return json.dumps([name, arguments], sort_keys=True, default=str)
-
-
 def _tool_message(run: ToolRun, repeat_of: int | None = None) -> dict[str, Any]:
     """The ``tool`` message that answers one dispatched call; ``repeat_of``: the turn (0-based) whose identical
     call already succeeded, said in the answer (``repeated_call_answer``)."""
     content = tool_answer(run.result) if repeat_of is None else repeated_call_answer(run.result, repeat_of + 1)
     return {"role": "tool", "tool_call_id": run.call.id, "name": run.call.name, "content": content}
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _new_call_id() -> str:
@@ -208,6 +223,16 @@ class Agent:
             ``EARLY_ANSWER`` and the turn's calls run as in any turn. A plain-text
             answer still ends the run as well. A successful call identical to one that succeeded in an earlier turn
             is answered with its result and a note naming that turn and ``final_answer`` (``REPEATED_SUCCESS_NOTE``).
+        repeat_guard: when every call of a turn repeats a call whose result is already in the conversation since the
+            user's message (``agent/repeat.py``), dispatch none of them: generate the turn once more with
+            ``tool_choice="none"`` and end the run with that text as the final answer (``answered_by="repeat_guard"``,
+            the turns' ``held`` and ``tools_disabled``). If that text is again a call, the run ends ``stuck``. Only with
+            ``tool_choice="auto"``: ``required`` or a tool's name asks for a call on every turn.
+        polling_tools: tools whose identical calls may return new results (a status check): never held by the repeat
+            guard, and never counted as a stuck repeat or an idle turn.
+
+    The budget's ``stuck_repeats`` and ``stuck_idle_turns`` end a run that makes no progress as ``stuck``, with the
+    evidence in ``AgentRun.stuck`` (``agent/stuck.py``).
     """
 
     def __init__(
@@ -235,6 +260,8 @@ class Agent:
         temperature: float = 0.0,
         seed: int | None = 0,
         answer_tool: bool = False,
+        repeat_guard: bool = True,
+        polling_tools: Collection[str] = (),
     ) -> None:
         if dispatcher is None:
             if registry is None:
@@ -269,6 +296,8 @@ class Agent:
         self.drop_extra_arguments = drop_extra_arguments
         self.temperature = temperature
         self.seed = seed
+        self.repeat_guard = repeat_guard
+        self.polling_tools = frozenset(polling_tools)
         self._tool_map = {t.name: t for t in self.tools}
         self._early: list[tuple[ToolCall, asyncio.Task[DispatchResult]]] = []
 
@@ -302,13 +331,28 @@ class Agent:
         tool = self.dispatcher.registry.get(name)
         return tool is not None and tool.parallel_safe
 
-    async def _model_turn(self, index: int, messages: list[dict[str, Any]]) -> Completion:
+    def _decide(self, index: int, kind: str, message: str, notes: list[str]) -> None:
+        """Record in the turn's ``notes`` (as ``kind: message``) and show, at once, what was done and why."""
+        notes.append(f"{kind}: {message}")
+        self._emit(Decided(index, kind, message))
+
+    async def _model_turn(
+        self,
+        index: int,
+        messages: list[dict[str, Any]],
+        *,
+        tool_choice: str | None = None,
+        hold: frozenset[str] = frozenset(),
+    ) -> Completion:
+        """Stream one turn; ``tool_choice`` overrides the agent's (``none``: no tools and no grammar); calls whose key
+        is in ``hold`` never start early."""
+        choice = tool_choice or self.tool_choice
         request = ChatRequest(
             messages=list(messages),
             tools=self.tools,
             max_tokens=self.max_tokens,
-            tool_choice=self.tool_choice,
-            constrained=self.constrained,
+            tool_choice=choice,
+            constrained=self.constrained and choice != "none",
             extra=self.request_extra,
             temperature=self.temperature,
             seed=self.seed,
@@ -335,7 +379,9 @@ class Agent:
                             if self.answer_tool and ready.call.name == ANSWER_TOOL.name:
                                 answered = True
                                 break
-                            if self._parallel_safe(ready.call.name):
+                            if self._parallel_safe(ready.call.name) and (
+                                call_key(ready.call.name, ready.call.arguments) not in hold
+                            ):
                                 self._start_early(index, ready.call)
                     yield event
                     if answered:
@@ -369,7 +415,7 @@ class Agent:
             await task
 
     async def _dispatch(
-        self, index: int, calls: Sequence[ToolCall], completion: Completion, deadline: float | None
+        self, index: int, calls: Sequence[ToolCall], completion: Completion, deadline: float | None, notes: list[str]
     ) -> tuple[ToolRun, ...]:
         early, self._early = self._early, []
         results: list[DispatchResult | None] = [None] * len(calls)
@@ -410,11 +456,23 @@ class Agent:
         for call, result in zip(calls, results, strict=True):
             assert result is not None
             if self.auto_refresh and result.reason == STALE_REASON:
-                result = await self._refresh_and_retry(index, call, result, runs)
+                result = await self._refresh_and_retry(index, call, result, runs, notes)
             run = ToolRun(call=call, result=result, tool_s=float(result.trace.latencies.get("total", 0.0)))
             self._emit(CallDispatched(index, run))
             runs.append(run)
         return tuple(runs)
+
+    def _note_dropped(self, index: int, dropped: Sequence[ToolCall], notes: list[str]) -> None:
+        """Say, as they are about to run, which refused calls run without their undeclared keys."""
+        for call in dropped:
+            keys = ", ".join(json.dumps(r.path.lstrip("/")) for r in call.repairs if r.kind == "drop_key")
+            self._decide(
+                index,
+                "drop_extra_arguments",
+                f"{call.name} was refused only for argument(s) its tool does not declare ({keys}); "
+                "it runs without them",
+                notes,
+            )
 
     def _answer_at(self, calls: Sequence[ToolCall]) -> int | None:
         """The position of the turn's first call to the answer tool (``answer_tool``), or ``None``."""
@@ -451,13 +509,20 @@ class Agent:
         return lambda: message if time.monotonic() >= deadline else None
 
     async def _refresh_and_retry(
-        self, index: int, call: ToolCall, refused: DispatchResult, runs: list[ToolRun]
+        self, index: int, call: ToolCall, refused: DispatchResult, runs: list[ToolRun], notes: list[str]
     ) -> DispatchResult:
         """Run the refused call's read-only refresher (recorded in ``runs``), then the call once more."""
         plan = refresher_call(self.dispatcher.registry, call.name, call.arguments)
         if plan is None:
             return refused
         name, args = plan
+        self._decide(
+            index,
+            "auto_refresh",
+            f"{call.name} was refused ({STALE_REASON}): running its read-only refresher {name} "
+            f"{json.dumps(args, ensure_ascii=False)} first, then {call.name} once more",
+            notes,
+        )
         refresh = await self.dispatcher.adispatch(name, args, session_id=self.session_id, trigger="auto_refresh")
         run = ToolRun(
             call=ToolCall(name, args, flags=frozenset({"auto_refresh"})),
@@ -467,7 +532,9 @@ class Agent:
         self._emit(CallDispatched(index, run))
         runs.append(run)
         if not refresh.ok:
+            self._decide(index, "auto_refresh", f"{name} failed, so {call.name} stays refused", notes)
             return refused
+        self._decide(index, "auto_refresh", f"{name} succeeded: {call.name} once more", notes)
         return await self.dispatcher.adispatch(
             call.name,
             call.arguments,
@@ -490,7 +557,7 @@ class Agent:
         dropped: list[ToolCall] = []
         refused: list[tuple[ToolCall, dict[str, Any]]] = []
         for cand in outcome.rejected:
-            key = _call_key(cand.name, cand.arguments)
+            key = call_key(cand.name, cand.arguments)
             if not answerable(cand, self._tool_map) or key in seen:
                 continue
             seen.add(key)
@@ -507,8 +574,52 @@ class Agent:
             refused.append((written, rejection_payload(cand, spec, repeated=repeated_rejection(cand, previous))))
         return dropped, refused
 
+    async def _turn(
+        self,
+        index: int,
+        messages: list[dict[str, Any]],
+        deadline: float | None,
+        *,
+        tool_choice: str | None = None,
+        hold: frozenset[str] = frozenset(),
+    ) -> tuple[Completion | None, EndReason, str | None]:
+        """One model turn bounded by the wall-time budget: the completion, or why none came (end and error)."""
+        end: EndReason
+        error: str | None
+        try:
+            async with asyncio.timeout_at(_loop_time(deadline)) as turn_timer:
+                completion = await self._model_turn(index, messages, tool_choice=tool_choice, hold=hold)
+                return completion, "final_answer", None
+        except ContextWindowExceeded as exc:  # a budget of its own: the window is full, nothing was generated
+            end, error = "context_window", str(exc)
+        except BackendError as exc:
+            end, error = "backend_error", str(exc)
+        except TimeoutError:
+            if not turn_timer.expired():
+                end, error = "backend_error", "the backend raised TimeoutError"
+            else:
+                end, error = "wall_time", None
+        except Exception as exc:  # a backend that breaks its contract still ends the run with a record
+            end, error = "backend_error", f"the backend raised {type(exc).__name__}: {exc}"
+        await self._drain_early()
+        return None, end, error
+
+    def _parse(self, completion: Completion) -> ParseOutcome:
+        # The parser takes the reasoning and the native calls as the backend split them: a call the model
+        # put inside its reasoning is still recovered (and flagged ``in_reasoning``).
+        return parse_tool_calls(
+            completion.content,
+            self._tool_map,
+            reasoning=completion.reasoning,
+            native_calls=completion.native_calls or None,
+            finish_reason=completion.finish_reason,
+            tool_format=self.tool_format,
+            reasoning_open=self.reasoning_open and not completion.reasoning,
+            repair=self.repair,
+        )
+
     async def arun(self, task: str, *, history: Sequence[Mapping[str, Any]] = ()) -> AgentRun:
-        """Run ``task`` to an end: a final answer, or the first budget reached.
+        """Run ``task`` to an end: a final answer, the first budget reached, or no progress (``stuck``).
 
         The wall-time budget bounds each model turn (a turn still streaming when it runs out is dropped)
         and the dispatch of a turn's calls (calls not started by then are reported as not run).
@@ -523,9 +634,12 @@ class Agent:
         messages.append({"role": "user", "content": task})
         turns: list[Turn] = []
         succeeded: dict[str, int] = {}  # each call that succeeded (name and arguments), with its first turn
+        answered = Answered(self.dispatcher.registry, polling=self.polling_tools)
         tokens = 0
         end: EndReason = "max_turns"
         final: str | None = None
+        answered_by: str | None = None
+        stuck: Stuck | None = None
         error: str | None = None
         for index in range(self.budget.max_turns):
             if self.budget.max_wall_s is not None and time.monotonic() - t_start >= self.budget.max_wall_s:
@@ -535,42 +649,16 @@ class Agent:
                 end = "max_tokens"
                 break
             self._emit(TurnStarted(index))
-            try:
-                async with asyncio.timeout_at(_loop_time(deadline)) as turn_timer:
-                    completion = await self._model_turn(index, messages)
-            except ContextWindowExceeded as exc:  # a budget of its own: the window is full, nothing was generated
-                await self._drain_early()
-                end, error = "context_window", str(exc)
+            guard = self.repeat_guard and self.tool_choice == "auto"  # required/a tool's name: a call every turn
+            hold = answered.keys() if guard else frozenset()
+            completion, end, error = await self._turn(index, messages, deadline, hold=hold)
+            if completion is None:
                 break
-            except BackendError as exc:
-                await self._drain_early()
-                end, error = "backend_error", str(exc)
-                break
-            except TimeoutError:
-                await self._drain_early()
-                if not turn_timer.expired():
-                    end, error = "backend_error", "the backend raised TimeoutError"
-                else:
-                    end = "wall_time"
-                break
-            except Exception as exc:  # a backend that breaks its contract still ends the run with a record
-                await self._drain_early()
-                end, error = "backend_error", f"the backend raised {type(exc).__name__}: {exc}"
-                break
+            end = "max_turns"
             tokens += completion.usage.completion_tokens if completion.usage else 0
-            # The parser takes the reasoning and the native calls as the backend split them: a call the model
-            # put inside its reasoning is still recovered (and flagged ``in_reasoning``).
-            outcome = parse_tool_calls(
-                completion.content,
-                self._tool_map,
-                reasoning=completion.reasoning,
-                native_calls=completion.native_calls or None,
-                finish_reason=completion.finish_reason,
-                tool_format=self.tool_format,
-                reasoning_open=self.reasoning_open and not completion.reasoning,
-                repair=self.repair,
-            )
+            outcome = self._parse(completion)
             self._emit(TurnParsed(index, outcome, completion))
+            notes: list[str] = []
             previous = turns[-1].outcome if turns else None
             dropped, refused = self._answer_refusals(outcome, previous)
             calls = [*_unique_ids(outcome.calls), *dropped]
@@ -581,7 +669,8 @@ class Agent:
                 at = None
             if at is not None:
                 final = str(calls[at].arguments.get("answer", ""))
-                runs = await self._dispatch(index, calls[:at], completion, deadline) if at else ()
+                self._note_dropped(index, [c for c in calls[:at] if c in dropped], notes)
+                runs = await self._dispatch(index, calls[:at], completion, deadline, notes) if at else ()
                 await self._drain_early()
                 if runs:
                     messages.append(_assistant_message(outcome, calls[:at]))
@@ -589,36 +678,72 @@ class Agent:
                 messages.append({"role": "assistant", "content": final})
                 later = [c for c in calls[at + 1 :] if c.name != ANSWER_TOOL.name]  # a repeated answer is no call
                 runs = (*runs, *self._refuse_after_answer(index, later))
-                turns.append(Turn(index, completion, outcome, runs))
-                end = "final_answer"
+                turns.append(Turn(index, completion, outcome, runs, notes=tuple(notes)))
+                end, answered_by = "final_answer", "answer_tool"
+                break
+            attempts = [*calls, *refused_attempts(outcome, self._tool_map)]
+            held = answered.held(attempts) if guard and attempts and not refused else ()
+            if held:
+                await self._drain_early()
+                self._decide(index, "repeat_guard", held_note(held), notes)
+                turns.append(Turn(index, completion, outcome, notes=tuple(notes), held=held))
+                self._emit(TurnStarted(index + 1))
+                again, end, error = await self._turn(index + 1, messages, deadline, tool_choice="none")
+                if again is None:
+                    break
+                tokens += again.usage.completion_tokens if again.usage else 0
+                answer_outcome = self._parse(again)
+                self._emit(TurnParsed(index + 1, answer_outcome, again))
+                turns.append(Turn(index + 1, again, answer_outcome, tools_disabled=True))
+                final = answer_text(answer_outcome)
+                if final is not None:  # like a text answer, it is not in ``messages`` (RunRecord.conversation adds it)
+                    end, answered_by = "final_answer", "repeat_guard"
+                else:
+                    end = "stuck"
+                    stuck = Stuck("no_answer_without_tools", (index, index + 1), _short(again.content))
+                    self._emit(Decided(index + 1, "stuck", stuck.describe()))
                 break
             if calls or refused:
+                self._note_dropped(index, dropped, notes)
                 messages.append(_assistant_message(outcome, [*calls, *(call for call, _ in refused)]))
-                runs = await self._dispatch(index, calls, completion, deadline) if calls else ()
+                runs = await self._dispatch(index, calls, completion, deadline, notes) if calls else ()
                 for tool_run in runs:
                     if "auto_refresh" in tool_run.call.flags:  # the dispatcher's own call: no model call to answer
                         continue
-                    key = _call_key(tool_run.call.name, tool_run.call.arguments)
+                    key = call_key(tool_run.call.name, tool_run.call.arguments)
                     repeat = succeeded.get(key) if self.answer_tool and tool_run.result.status == "ok" else None
                     messages.append(_tool_message(tool_run, repeat))
                     if tool_run.result.status == "ok":
                         succeeded.setdefault(key, index)
+                answered.record(index, runs)
                 answers = [json.dumps(payload, ensure_ascii=False) for _, payload in refused]
                 for (call, _), answer in zip(refused, answers, strict=True):
                     messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": answer})
-                turns.append(Turn(index, completion, outcome, runs, feedback="\n".join(answers) or None))
-                continue
-            await self._drain_early()
-            if outcome.rejected:
+                turns.append(
+                    Turn(index, completion, outcome, runs, feedback="\n".join(answers) or None, notes=tuple(notes))
+                )
+            elif outcome.rejected:
+                await self._drain_early()
                 feedback = unusable_output_feedback(outcome, previous)
                 messages.append({"role": "assistant", "content": completion.content})
                 messages.append({"role": "user", "content": feedback})
-                turns.append(Turn(index, completion, outcome, feedback=feedback))
-                continue
-            turns.append(Turn(index, completion, outcome))
-            final = outcome.content
-            end = "final_answer"
-            break
+                turns.append(Turn(index, completion, outcome, feedback=feedback, notes=tuple(notes)))
+            else:
+                await self._drain_early()
+                turns.append(Turn(index, completion, outcome, notes=tuple(notes)))
+                final = outcome.content
+                end, answered_by = "final_answer", "model"
+                break
+            stuck = stuck_evidence(
+                turns,
+                repeats=self.budget.stuck_repeats,
+                idle_turns=self.budget.stuck_idle_turns,
+                polling=self.polling_tools,
+            )
+            if stuck is not None:
+                self._emit(Decided(index, "stuck", stuck.describe()))
+                end = "stuck"
+                break
         wall = time.monotonic() - t_start
         busy = sum(t.model_s for t in turns) + sum(r.tool_s for t in turns for r in t.tool_runs)
         run = AgentRun(
@@ -630,6 +755,8 @@ class Agent:
             messages=tuple(messages),
             wall_s=wall,
             overhead_s=max(0.0, wall - busy),
+            answered_by=answered_by,
+            stuck=stuck,
         )
         self._emit(RunEnded(run))
         return run

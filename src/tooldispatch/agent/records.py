@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,10 +11,14 @@ from tooldispatch.dispatch import DispatchResult
 from tooldispatch.errors import ConfigError
 from tooldispatch.types import ParseOutcome, ToolCall
 
-EndReason = Literal[
-    "final_answer", "max_turns", "max_tokens", "wall_time", "context_window", "backend_error", "no_progress"
-]
-"""Why a run stopped. Only ``final_answer`` means the model finished on its own."""
+EndReason = Literal["final_answer", "max_turns", "max_tokens", "wall_time", "context_window", "backend_error", "stuck"]
+"""Why a run stopped. Only ``final_answer`` means the model finished (``AgentRun.answered_by`` says how);
+``stuck``: the run made no progress (``AgentRun.stuck`` holds the evidence, ``agent/stuck.py``)."""
+
+
+def call_key(name: str | None, arguments: Any) -> str:
+    """One text per call: its name and arguments (keys sorted), to find the same call again."""
+    return json.dumps([name, arguments], sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +31,69 @@ class Budget:
         max_wall_s: wall-clock seconds for the whole run (``None``: unlimited). It bounds model turns
             and dispatch inside a turn too: a call not started when it runs out is reported as not run.
         max_calls_per_turn: calls run from one model turn; the excess is rejected, not run, with feedback.
+        stuck_repeats: end the run as ``stuck`` when this many turns in a row write the same output, the same
+            rejected call, or the same calls with the same results (``None``: never).
+        stuck_idle_turns: end the run as ``stuck`` after this many turns in a row without a new successful call
+            (``None``: never).
     """
 
     max_turns: int = 6
     max_tokens: int | None = None
     max_wall_s: float | None = None
     max_calls_per_turn: int = 32
+    stuck_repeats: int | None = 3
+    stuck_idle_turns: int | None = 4
 
     def __post_init__(self) -> None:
         if self.max_calls_per_turn < 1:
             raise ConfigError("Budget.max_calls_per_turn must be at least 1")
+        if self.stuck_repeats is not None and self.stuck_repeats < 2:
+            raise ConfigError("Budget.stuck_repeats must be at least 2 (a repeat needs two turns), or None for never")
+        if self.stuck_idle_turns is not None and self.stuck_idle_turns < 1:
+            raise ConfigError("Budget.stuck_idle_turns must be at least 1, or None for never")
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """Why a run was ended as ``stuck``: what repeated, and in which turns.
+
+    Attributes:
+        kind: ``same_output`` (the same text), ``same_rejection`` (the same refused call), ``same_calls`` (the same
+            calls with the same results), ``no_new_success`` (no call succeeded that had not succeeded before) or
+            ``no_answer_without_tools`` (the repeat guard's answer without tools was again a call).
+        turns: the 0-based turns that make the evidence.
+        what: the repeated thing, in words (the text, the call, the calls).
+    """
+
+    kind: str
+    turns: tuple[int, ...]
+    what: str
+
+    def describe(self) -> str:
+        """One line for the live view and ``logs``: the kind, the turns (1-based) and what repeated."""
+        turns = ", ".join(str(t + 1) for t in self.turns)
+        return f"{self.kind} in turns {turns}: {self.what}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {"kind": self.kind, "turns": list(self.turns), "what": self.what}
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A call the repeat guard did not dispatch: it repeats a call whose result is already in the conversation.
+
+    Attributes:
+        call: the call as the model wrote it.
+        answered_in: the 0-based turn whose identical call's result the conversation holds.
+    """
+
+    call: ToolCall
+    answered_in: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serializable form."""
+        return {"call": self.call.to_dict(), "answered_in": self.answered_in}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +132,9 @@ class Turn:
         outcome: what the parser made of it.
         tool_runs: the calls dispatched after this turn, in order.
         feedback: the message sent back when the output held call attempts that could not be used.
+        notes: what the agent or the dispatcher did on the model's behalf in this turn, and why, in order.
+        held: the calls the repeat guard did not dispatch (each repeats a call already answered).
+        tools_disabled: the turn was generated with calls disabled (``tool_choice="none"``), by the repeat guard.
     """
 
     index: int
@@ -81,6 +142,9 @@ class Turn:
     outcome: ParseOutcome
     tool_runs: tuple[ToolRun, ...] = ()
     feedback: str | None = None
+    notes: tuple[str, ...] = ()
+    held: tuple[Held, ...] = ()
+    tools_disabled: bool = False
 
     @property
     def model_s(self) -> float:
@@ -110,6 +174,9 @@ class Turn:
             "parse": self.outcome.to_dict(),
             "tool_runs": [r.to_dict() for r in self.tool_runs],
             "feedback": self.feedback,
+            "notes": list(self.notes),
+            "held": [h.to_dict() for h in self.held],
+            "tools_disabled": self.tools_disabled,
         }
 
 
@@ -127,6 +194,10 @@ class AgentRun:
         messages: the full conversation as sent to the model.
         wall_s: seconds for the whole run.
         overhead_s: seconds the loop itself spent outside model turns and tool runs.
+        answered_by: with ``end == "final_answer"``, where the answer came from: ``model`` (text the model chose
+            to write), ``answer_tool`` (its ``final_answer`` call) or ``repeat_guard`` (the turn generated again
+            with calls disabled, after the model only repeated answered calls; not the model's first choice).
+        stuck: with ``end == "stuck"``, the evidence.
     """
 
     task: str
@@ -137,6 +208,8 @@ class AgentRun:
     messages: tuple[dict[str, Any], ...]
     wall_s: float
     overhead_s: float
+    answered_by: str | None = None
+    stuck: Stuck | None = None
 
     @property
     def tool_runs(self) -> tuple[ToolRun, ...]:
@@ -155,6 +228,9 @@ class AgentRun:
             statuses[r.result.status] = statuses.get(r.result.status, 0) + 1
         return {
             "end": self.end,
+            "answered_by": self.answered_by,
+            "stuck": self.stuck.describe() if self.stuck else None,
+            "repeat_guard": sum(len(t.held) for t in self.turns),
             "turns": len(self.turns),
             "calls_parsed": sum(len(t.outcome.calls) for t in self.turns),
             "candidates": len(candidates),
@@ -178,6 +254,8 @@ class AgentRun:
         return {
             "task": self.task,
             "end": self.end,
+            "answered_by": self.answered_by,
+            "stuck": self.stuck.to_dict() if self.stuck else None,
             "final_answer": self.final_answer,
             "error": self.error,
             "summary": self.summary(),

@@ -20,8 +20,11 @@ from tooldispatch.cli.options import (
     ModelOpt,
     NCtxOpt,
     ProfileOpt,
+    RepeatGuardOpt,
     SeedOpt,
     StoreOpt,
+    StuckIdleOpt,
+    StuckRepeatsOpt,
     TemperatureOpt,
     ThreadsOpt,
     ToolsOpt,
@@ -46,7 +49,11 @@ def _ending(record: Any) -> str:
         3: "; a budget ended it (raise --max-turns, --max-tokens or --n-ctx)",
         4: "; the backend failed",
         5: "; a call waits for approval: tooldispatch approvals list",
+        6: f"; no progress ({(record.transcript.get('stuck') or {}).get('kind', '?')}; tooldispatch logs {record.id} "
+        "shows the evidence; --stuck-repeats/--stuck-idle-turns change the limits)",
     }.get(record.exit_code, "")
+    if record.transcript.get("answered_by") == "repeat_guard":
+        hint += " (answered by the repeat guard, with calls disabled)"
     return (
         f"run {record.id} ({record.session_id}) ended: {record.end_reason}{hint}. "
         f"Continue it with: tooldispatch chat -c"
@@ -104,6 +111,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         max_turns: MaxTurnsOpt = None,
         threads: ThreadsOpt = None,
         answer_tool: AnswerToolOpt = None,
+        repeat_guard: RepeatGuardOpt = None,
+        stuck_repeats: StuckRepeatsOpt = None,
+        stuck_idle_turns: StuckIdleOpt = None,
         store: StoreOpt = None,
         as_json: JsonOpt = False,
         transcript_file: TranscriptOpt = None,
@@ -130,6 +140,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 max_turns=max_turns,
                 threads=threads,
                 answer_tool=answer_tool,
+                repeat_guard=repeat_guard,
+                stuck_repeats=stuck_repeats,
+                stuck_idle_turns=stuck_idle_turns,
                 store=store,
             )
             with console.status("loading the model…"):
@@ -183,6 +196,19 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         modes: Annotated[
             str, typer.Option(help="Which runs, in order: prompt, constrained or prompt,constrained.")
         ] = "prompt,constrained",
+        repeat_guard: Annotated[
+            bool,
+            typer.Option(
+                help="Answer from the results already in the conversation when a turn only repeats answered calls "
+                "(the turn generated once more with calls disabled, marked as the repeat guard's answer)."
+            ),
+        ] = True,
+        stuck_repeats: Annotated[
+            int, typer.Option(min=0, help="End a run as stuck after N turns repeating the same thing (0: never).")
+        ] = 3,
+        stuck_idle_turns: Annotated[
+            int, typer.Option(min=0, help="End a run as stuck after N turns without a new successful call (0: never).")
+        ] = 4,
         live: Annotated[
             bool | None, typer.Option(help="Show every turn as it happens (default: on for one seed, off for more).")
         ] = None,
@@ -222,7 +248,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         console.print(f"[bold]task[/bold] {chosen.prompt}")
         console.print(
             f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}, drop_extra_arguments "
-            f"{'on' if drop_extra_arguments else 'off'}; "
+            f"{'on' if drop_extra_arguments else 'off'}; agent: repeat_guard {'on' if repeat_guard else 'off'}, "
+            f"stuck after {stuck_repeats or 'no'} repeats / {stuck_idle_turns or 'no'} idle turns; "
             f"sampling seed{'s' if seeds > 1 else ''} {', '.join(map(str, seed_list))}, temperature {temperature:g}"
         )
         if transcripts is not None:
@@ -243,6 +270,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     max_tokens=max_tokens,
                     auto_refresh=auto_refresh,
                     drop_extra_arguments=drop_extra_arguments,
+                    repeat_guard=repeat_guard,
+                    stuck_repeats=stuck_repeats or None,
+                    stuck_idle_turns=stuck_idle_turns or None,
                     observer=LiveView(console) if show else None,
                 )
                 outcomes.append(out)

@@ -26,8 +26,11 @@ from tooldispatch.cli.options import (
     ModelOpt,
     NCtxOpt,
     ProfileOpt,
+    RepeatGuardOpt,
     SeedOpt,
     StoreOpt,
+    StuckIdleOpt,
+    StuckRepeatsOpt,
     TemperatureOpt,
     ThreadsOpt,
     ToolsOpt,
@@ -130,6 +133,9 @@ def chat(
     max_turns: MaxTurnsOpt = None,
     threads: ThreadsOpt = None,
     answer_tool: AnswerToolOpt = None,
+    repeat_guard: RepeatGuardOpt = None,
+    stuck_repeats: StuckRepeatsOpt = None,
+    stuck_idle_turns: StuckIdleOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -155,6 +161,9 @@ def chat(
         "max_turns": max_turns,
         "threads": threads,
         "answer_tool": answer_tool,
+        "repeat_guard": repeat_guard,
+        "stuck_repeats": stuck_repeats,
+        "stuck_idle_turns": stuck_idle_turns,
         "store": store,
     }
     try:
@@ -213,6 +222,8 @@ def chat(
                 typer.echo(_one_line(transcript(result, record)))  # one JSON object per line (JSONL)
             elif result.final_answer:
                 console.print(f"[bold]{result.final_answer}[/bold]")
+                if result.answered_by == "repeat_guard":
+                    console.print("[dim](answered by the repeat guard, with calls disabled)[/dim]")
             pending = f", {record.pending} awaiting approval (tooldispatch approvals list)" if record.pending else ""
             console.print(
                 f"[dim]run {record.id}: {record.end_reason}, {record.calls} call(s){pending}, "

@@ -181,7 +181,21 @@ def _show(record: Any) -> str:
         f"ended: {record.end_reason} (exit {record.exit_code}); {record.calls} call(s), {record.repairs} repair(s), "
         f"{record.rejected} rejected candidate(s), {record.pending} awaiting approval; {record.wall_s:.1f} s",
     ]
+    stuck = record.transcript.get("stuck")
+    if stuck:
+        turns = ", ".join(str(t + 1) for t in stuck["turns"])
+        lines.append(f"stuck: {stuck['kind']} in turns {turns}: {stuck['what']}")
+    if record.transcript.get("answered_by") == "repeat_guard":
+        lines.append("answered by the repeat guard: generated with calls disabled, not the model's first choice")
     for turn in record.transcript.get("turns", []):
+        for note in turn.get("notes", []):
+            lines.append(f"  turn {turn['index'] + 1}: {note}")
+        for held in turn.get("held", []):
+            call = held["call"]
+            lines.append(
+                f"  held {call['name']} {json.dumps(call['arguments'], ensure_ascii=False)} "
+                f"(answered in turn {held['answered_in'] + 1}): not dispatched"
+            )
         for run in turn.get("tool_runs", []):
             call = run["call"]
             lines.append(f"  call {call['name']} {json.dumps(call['arguments'], ensure_ascii=False)} → {run['status']}")

@@ -91,6 +91,35 @@ StoreOpt = Annotated[
         "else the per-user home's state.db (tooldispatch config path).",
     ),
 ]
+RepeatGuardOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--repeat-guard/--no-repeat-guard",
+        help="When a turn only repeats calls whose results the conversation already holds, run none of them and "
+        "answer from those results: the turn is generated once more with calls disabled, marked as the repeat "
+        "guard's answer. Default on.",
+    ),
+]
+StuckRepeatsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--stuck-repeats",
+        min=0,
+        metavar="N",
+        help="End the run as stuck (exit 6) when N turns in a row repeat the same output, the same refused call or "
+        "the same calls with the same results (0: never). Default 3.",
+    ),
+]
+StuckIdleOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--stuck-idle-turns",
+        min=0,
+        metavar="N",
+        help="End the run as stuck (exit 6) after N turns in a row without a new successful call (0: never). "
+        "Default 4.",
+    ),
+]
 AnswerToolOpt = Annotated[
     bool | None,
     typer.Option(

@@ -44,6 +44,9 @@ class Settings:
     max_turns: int = 6
     threads: int | None = None
     answer_tool: bool = False
+    repeat_guard: bool = True
+    stuck_repeats: int = 3
+    stuck_idle_turns: int = 4
     store: str = ""
 
     def recorded(self) -> dict[str, Any]:
@@ -61,6 +64,9 @@ RECORDED = (
     "max_turns",
     "threads",
     "answer_tool",
+    "repeat_guard",
+    "stuck_repeats",
+    "stuck_idle_turns",
 )
 """The settings kept with each run; with the profile, model, server and parse mode, what options and config set."""
 
@@ -93,6 +99,8 @@ def resolve(**given: Any) -> Settings:
         out.n_ctx = None
     if out.threads == 0:
         out.threads = None
+    if out.stuck_repeats == 1:
+        raise ConfigError("--stuck-repeats 1 would end every run after one turn; use 2 or more, or 0 for never")
     return out
 
 
@@ -199,7 +207,11 @@ class Session:
         return Agent(
             backend=self.backend,
             dispatcher=self.dispatcher,
-            budget=Budget(max_turns=s.max_turns),
+            budget=Budget(
+                max_turns=s.max_turns,
+                stuck_repeats=s.stuck_repeats or None,
+                stuck_idle_turns=s.stuck_idle_turns or None,
+            ),
             max_tokens=s.max_tokens,
             constrained=s.constrained != "off",
             tool_choice="required" if s.constrained == "required" else s.tool_choice,
@@ -208,6 +220,7 @@ class Session:
             temperature=s.temperature,
             seed=s.seed,
             answer_tool=s.answer_tool,
+            repeat_guard=s.repeat_guard,
             **kwargs,
         )
 

@@ -222,3 +222,29 @@ def test_live_view_shows_a_refusals_message_and_suggestion_in_full(cli: Cli, scr
         in shown
     )
     assert "suggestion: the request was refused; change the arguments or the plan" in shown
+
+
+def test_a_looping_model_is_answered_by_the_repeat_guard_or_ended_as_stuck(cli: Cli, scripted: list[str]) -> None:
+    """With the guard, the repeated get_order is not run and the answer comes from a request without tools (exit
+    0); without it, the same call and result three turns running end the run as stuck (exit 6), evidence kept."""
+    plain = cli("run", "keep checking o-101", *scripted)
+    assert "ended: final_answer (answered by the repeat guard, with calls disabled). Continue it" in " ".join(
+        plain.out.split()
+    )
+    guarded = cli("run", "keep checking o-101", *scripted, "--json")
+    data = json.loads(guarded.out)
+    assert (guarded.code, data["end"], data["answered_by"]) == (0, "final_answer", "repeat_guard")
+    assert data["final_answer"].startswith("Done: {")
+    assert [len(t["tool_runs"]) for t in data["turns"]] == [1, 0, 0]
+    assert (data["turns"][1]["held"][0]["call"]["name"], data["turns"][2]["tools_disabled"]) == ("get_order", True)
+    looped = cli("run", "keep checking o-101", *scripted, "--no-repeat-guard", "--json")
+    data = json.loads(looped.out)
+    assert (looped.code, data["end"], data["stuck"]["kind"], data["stuck"]["turns"]) == (
+        6,
+        "stuck",
+        "same_calls",
+        [0, 1, 2],
+    )
+    assert data["settings"]["repeat_guard"] is False
+    shown = cli("logs", data["run_id"]).out
+    assert "stuck: same_calls in turns 1, 2, 3: " in shown

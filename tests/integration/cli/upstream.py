@@ -4,7 +4,8 @@ Its answers follow the last message: after a tool result it answers in words (qu
 line, through the ``final_answer`` tool when the prompt offers it); a user message that names an order it
 knows calls a tool as hermes text (the client parses it): "cancel o-101" calls cancel_order (which waits for
 approval), "look up o-101" calls get_order, "what did I ask" answers with the first user message it was sent
-(so a test sees that the conversation carried over).
+(so a test sees that the conversation carried over). "keep checking o-101" calls get_order again after each
+result for as long as the request offers tools (the loop the repeat guard and the stuck detector end).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ def script(body: Mapping[str, Any]) -> ScriptedTurn:
     """The demo world's scripted model."""
     messages = body["messages"]
     last = messages[-1]
+    asked = next((str(m.get("content") or "") for m in reversed(messages) if m["role"] == "user"), "")
+    looping = re.search(r"keep checking (o-\d{3})", asked)
+    offered = body.get("tools") or any('"get_order"' in str(m.get("content") or "") for m in messages[:1])
+    if looping and offered:
+        return _call("get_order", {"order_id": looping.group(1)})
     if last["role"] == "tool":
         answer = f"Done: {str(last['content'])[:60]}"
         if any('"final_answer"' in str(m.get("content") or "") for m in messages if m["role"] == "system"):

@@ -133,13 +133,17 @@ def test_a_tool_of_the_same_name_is_a_config_error() -> None:
 
 
 def test_a_repeated_successful_call_is_answered_with_a_note_naming_its_first_turn() -> None:
-    """With the answer tool, a call identical to one that succeeded in an earlier turn still runs, and its answer
-    carries its result under a note naming that turn and final_answer; without the tool the answer is plain."""
+    """With the answer tool (and the repeat guard off), a call identical to one that succeeded in an earlier turn
+    still runs, and its answer carries its result under a note naming that turn and final_answer; without the tool
+    the answer is plain."""
     call = _line("get_time", timezone="Asia/Tokyo")
     for answer_tool in (True, False):
         log: list[tuple[str, dict[str, Any]]] = []
         backend = ScriptedBackend([ScriptedTurn(content=call), ScriptedTurn(content=call), ScriptedTurn(content="ok")])
-        run = Agent(backend=backend, dispatcher=Dispatcher(_registry(log)), answer_tool=answer_tool).run("Time?")
+        agent = Agent(
+            backend=backend, dispatcher=Dispatcher(_registry(log)), answer_tool=answer_tool, repeat_guard=False
+        )
+        run = agent.run("Time?")
         assert len(log) == 2
         first, second = (json.loads(m["content"]) for m in run.messages if m["role"] == "tool")
         result = {"timezone": "Asia/Tokyo", "datetime": "2026-12-02T08:01:51+09:00"}

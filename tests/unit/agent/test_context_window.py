@@ -50,8 +50,10 @@ def _registry() -> Registry:
 
 
 def test_full_window_ends_the_run_with_context_window() -> None:
-    """When the next prompt no longer fits, the run ends as ``context_window`` with the reason, turns kept."""
-    run = Agent(backend=_WindowBackend(fits=4), registry=_registry(), budget=Budget(max_turns=10)).run("go")
+    """When the next prompt no longer fits, the run ends as ``context_window`` with the reason, turns kept (the
+    repeat guard and the stuck detector off, so the repeated ping reaches the full window)."""
+    budget = Budget(max_turns=10, stuck_repeats=None, stuck_idle_turns=None)
+    run = Agent(backend=_WindowBackend(fits=4), registry=_registry(), budget=budget, repeat_guard=False).run("go")
     assert run.end == "context_window"
     assert run.error == (
         "the prompt has 300 tokens and the turn needs room for 64 more, but the context window is 320 tokens"

@@ -165,11 +165,13 @@ def test_a_cut_off_call_is_not_answered_as_a_call() -> None:
 
 
 def test_a_replayed_side_effect_tells_the_model_it_already_ran() -> None:
-    """The second identical send_message is an idempotent replay: its answer says already_done, with the result."""
+    """With the repeat guard off, the second identical send_message is an idempotent replay: its answer says
+    already_done, with the result."""
     send = '<tool_call>{"name": "send_message", "arguments": {"to": "c-101", "subject": "S", "body": "B"}}</tool_call>'
     world = DemoWorld.seed()
     backend = ScriptedBackend([ScriptedTurn(content=send), ScriptedTurn(content=send), ScriptedTurn(content="Ok.")])
-    run = Agent(backend=backend, dispatcher=Dispatcher(build_registry(world)), budget=Budget(max_turns=3)).run("go")
+    dispatcher = Dispatcher(build_registry(world))
+    run = Agent(backend=backend, dispatcher=dispatcher, budget=Budget(max_turns=3), repeat_guard=False).run("go")
     first, second = (json.loads(m["content"]) for m in run.messages if m["role"] == "tool")
     assert first == {"message_id": 1, "to": "c-101", "subject": "S"}
     assert second == {

@@ -166,9 +166,11 @@ def test_native_calls_are_repaired_and_dispatched() -> None:
 
 
 def test_turn_budget_ends_the_run() -> None:
-    """A model that never stops calling tools is ended by max_turns, reported as such."""
+    """A model that never stops calling tools is ended by max_turns, reported as such (with the repeat guard and
+    the stuck detector off: each would end this run earlier)."""
     backend = ScriptedBackend(lambda request: ScriptedTurn(content=_call("get_weather", city="Paris")))
-    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), budget=Budget(max_turns=3)).run("loop")
+    budget = Budget(max_turns=3, stuck_repeats=None, stuck_idle_turns=None)
+    run = Agent(backend=backend, dispatcher=Dispatcher(_registry([])), budget=budget, repeat_guard=False).run("loop")
     assert run.end == "max_turns"
     assert len(run.turns) == 3
     assert run.final_answer is None

@@ -42,10 +42,17 @@ class DemoOutcome:
 
     def line(self) -> str:
         """One line for a table of seeds."""
+        s = self.run.summary()
+        end = self.end
+        if self.run.answered_by == "repeat_guard":
+            end += f" by the repeat guard ({s['repeat_guard']} call(s) held)"
+        if self.run.stuck is not None:
+            end += f", {self.run.stuck.describe()}"
         return (
-            f"seed {self.seed} {self.mode:11s} task {'done' if self.done else 'not done'} (ended: {self.end}; "
-            f"{len(self.run.turns)} turns, {self.model_calls} model calls, {self.auto_refreshes} auto refreshes, "
-            f"{self.dropped} with extra arguments dropped, {self.side_effects} side effects)"
+            f"seed {self.seed} {self.mode:11s} task {'done' if self.done else 'not done'} (ended: {end}; "
+            f"{len(self.run.turns)} turns, {self.model_calls} model calls, "
+            f"{self.auto_refreshes} auto refreshes, {self.dropped} with extra arguments dropped, "
+            f"{self.side_effects} side effects)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +81,9 @@ def run_demo_task(
     max_tokens: int,
     auto_refresh: bool,
     drop_extra_arguments: bool = False,
+    repeat_guard: bool = True,
+    stuck_repeats: int | None = 3,
+    stuck_idle_turns: int | None = 4,
     observer: Observer | None = None,
     system_prompt: str = SYSTEM_PROMPT,
 ) -> DemoOutcome:
@@ -89,6 +99,9 @@ def run_demo_task(
         max_tokens: completion tokens per turn.
         auto_refresh: the dispatcher behaviour ``Agent(auto_refresh=...)``.
         drop_extra_arguments: the dispatcher behaviour ``Agent(drop_extra_arguments=...)``.
+        repeat_guard: ``Agent(repeat_guard=...)``.
+        stuck_repeats: ``Budget.stuck_repeats``.
+        stuck_idle_turns: ``Budget.stuck_idle_turns``.
         observer: the live view, if any.
         system_prompt: the system message.
     """
@@ -103,13 +116,14 @@ def run_demo_task(
     agent = Agent(
         backend=backend,
         dispatcher=Dispatcher(build_registry(world), store=":memory:"),
-        budget=Budget(max_turns=max_turns),
+        budget=Budget(max_turns=max_turns, stuck_repeats=stuck_repeats, stuck_idle_turns=stuck_idle_turns),
         system_prompt=system_prompt,
         max_tokens=max_tokens,
         constrained=constrained,
         observer=observer,
         auto_refresh=auto_refresh,
         drop_extra_arguments=drop_extra_arguments,
+        repeat_guard=repeat_guard,
         temperature=temperature,
         seed=seed,
     )
