@@ -8,7 +8,7 @@ from tooldispatch.agent import Agent, Budget
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.dispatch import Dispatcher, Registry
 
-DOUBLED = '{{"name": "get_weather", "arguments": {"city": "Paris"}}}'
+BROKEN = '<tool_call>{"name": "get_weather", "arguments": {"city" "Paris"}}</tool_call>'
 WRONG_KEY = '{"name": "get_weather", "arguments": {"town": "Paris"}}'
 
 
@@ -30,12 +30,12 @@ def _run(*turns: str, max_turns: int = 2) -> tuple[ScriptedBackend, Agent]:
 
 
 def test_an_unreadable_call_stays_in_the_history_as_the_model_wrote_it() -> None:
-    """The doubled-brace call is rejected (InvalidJson); the next prompt holds it verbatim, then the reasons."""
-    backend, agent = _run(DOUBLED, "It is sunny.")
+    """A tagged call whose JSON cannot be read is rejected (InvalidJson); the next prompt holds it verbatim, then the reasons."""
+    backend, agent = _run(BROKEN, "It is sunny.")
     run = agent.run("Weather?")
     assert run.turns[0].outcome.rejected[0].bucket == "InvalidJson"
     sent = backend.requests[1].messages
-    assert sent[1] == {"role": "assistant", "content": DOUBLED}
+    assert sent[1] == {"role": "assistant", "content": BROKEN}
     assert sent[2]["role"] == "user" and sent[2]["content"].startswith("Your tool call could not be used:")
     assert run.final_answer == "It is sunny."
 
@@ -51,10 +51,10 @@ def test_a_call_refused_for_its_arguments_is_kept_as_the_call_the_model_wrote() 
 
 def test_a_run_that_ends_on_a_rejected_output_keeps_its_text_in_the_transcript() -> None:
     """No final answer is made up from a rejected call, and the transcript keeps the text with the rejection."""
-    _, agent = _run(DOUBLED, max_turns=1)
+    _, agent = _run(BROKEN, max_turns=1)
     run = agent.run("Weather?")
     assert (run.end, run.final_answer) == ("max_turns", None)
     turn = run.to_dict()["turns"][0]
-    assert turn["content"] == DOUBLED
+    assert turn["content"] == BROKEN
     assert [c["bucket"] for c in turn["parse"]["candidates"]] == ["InvalidJson"]
     assert run.summary()["buckets"] == {"InvalidJson": 1}

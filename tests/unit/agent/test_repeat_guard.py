@@ -160,13 +160,23 @@ def test_switched_off_the_repeat_runs() -> None:
 def test_an_answer_without_tools_that_is_again_a_call_ends_the_run_as_stuck() -> None:
     """When the tools-disabled turn is a call again, nothing runs and the run ends stuck, the text kept."""
     log: list[str] = []
+    broken = '<tool_call>{"name": "get_weather", "arguments": {"city" "Paris"}}</tool_call>'
+    run = Agent(backend=_script(PARIS, PARIS, broken), dispatcher=Dispatcher(_registry(log))).run("go")
+    assert log == ["get_weather Paris"]
+    assert (run.end, run.final_answer, run.answered_by) == ("stuck", None, None)
+    assert run.stuck == Stuck("no_answer_without_tools", (1, 2), broken)
+    assert run.turns[2].completion.content == broken
+    assert run.turns[2].outcome.rejected[0].bucket == "InvalidJson"
+
+
+def test_an_answer_without_tools_that_is_a_readable_call_ends_the_run_as_stuck_too() -> None:
+    """A readable call in the tools-disabled turn (here in doubled braces) is not run either: the run ends stuck."""
+    log: list[str] = []
     doubled = '{{"name": "get_weather", "arguments": {"city": "Paris"}}}'
     run = Agent(backend=_script(PARIS, PARIS, doubled), dispatcher=Dispatcher(_registry(log))).run("go")
     assert log == ["get_weather Paris"]
     assert (run.end, run.final_answer, run.answered_by) == ("stuck", None, None)
     assert run.stuck == Stuck("no_answer_without_tools", (1, 2), doubled)
-    assert run.turns[2].completion.content == doubled
-    assert run.turns[2].outcome.rejected[0].bucket == "InvalidJson"
 
 
 def test_the_guard_ignores_earlier_conversations() -> None:
