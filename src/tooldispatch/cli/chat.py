@@ -25,6 +25,7 @@ from tooldispatch.cli.options import (
     McpOpt,
     ModelOpt,
     NCtxOpt,
+    PrefixCacheOpt,
     ProfileOpt,
     SeedOpt,
     StoreOpt,
@@ -129,6 +130,7 @@ def chat(
     max_tokens: MaxTokensOpt = None,
     max_turns: MaxTurnsOpt = None,
     threads: ThreadsOpt = None,
+    prefix_cache_mb: PrefixCacheOpt = None,
     answer_tool: AnswerToolOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -154,6 +156,7 @@ def chat(
         "max_tokens": max_tokens,
         "max_turns": max_turns,
         "threads": threads,
+        "prefix_cache_mb": prefix_cache_mb,
         "answer_tool": answer_tool,
         "store": store,
     }
