@@ -132,6 +132,19 @@ class TargetResult:
     timings: dict[str, list[Timing]] = field(default_factory=dict)
     cache: dict[str, int] | None = None
 
+    def merge(self, other: TargetResult) -> None:
+        """Add another run's scenarios; cache counters add up, the peak is the larger."""
+        self.timings.update(other.timings)
+        if other.cache is None:
+            return
+        mine = self.cache or {"limit_bytes": other.cache["limit_bytes"], "peak_bytes": 0, "restores": 0, "saves": 0}
+        self.cache = {
+            "limit_bytes": other.cache["limit_bytes"],
+            "peak_bytes": max(mine["peak_bytes"], other.cache["peak_bytes"]),
+            "restores": mine["restores"] + other.cache["restores"],
+            "saves": mine["saves"] + other.cache["saves"],
+        }
+
 
 async def _ask(backend: Backend, messages: Sequence[dict[str, Any]], max_tokens: int) -> tuple[float, int, str]:
     request = ChatRequest(messages=list(messages), max_tokens=max_tokens, temperature=0.0, seed=0)

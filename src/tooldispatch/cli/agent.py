@@ -204,6 +204,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         """
         from tooldispatch.agent.display import LiveView
         from tooldispatch.backends.llamacpp import LlamaCppBackend
+        from tooldispatch.backends.prefix_cache import DEFAULT_PREFIX_CACHE_MB
         from tooldispatch.cli.session import prefix_cache_setting
         from tooldispatch.models import pull
         from tooldispatch.tools.demo import DemoOutcome, demo_tasks, run_demo_task
@@ -219,8 +220,11 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         try:
             path = pull(model, console=console)
             mb = prefix_cache_setting(prefix_cache_mb)
-            cache_setting = {"prefix_cache_mb": mb} if mb is not None else {}
-            backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0], **cache_setting)
+            backend = LlamaCppBackend(
+                str(path),
+                manifest=model.partition("@")[0],
+                prefix_cache_mb=DEFAULT_PREFIX_CACHE_MB if mb is None else mb,
+            )
         except TooldispatchError as exc:
             raise _fail(exc) from exc
         show = live if live is not None else seeds == 1

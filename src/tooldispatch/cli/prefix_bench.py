@@ -49,7 +49,7 @@ def bench_prefix(
 
     from tooldispatch.backends.base import Backend
     from tooldispatch.backends.prefix_cache import DEFAULT_PREFIX_CACHE_MB, MB
-    from tooldispatch.bench.prefix import TARGET_RATIO, ratio, run_target, scenarios
+    from tooldispatch.bench.prefix import TARGET_RATIO, TargetResult, ratio, run_target, scenarios
     from tooldispatch.cli.session import prefix_cache_setting
     from tooldispatch.errors import TooldispatchError
     from tooldispatch.profiles import backend_from_profile
@@ -84,21 +84,21 @@ def bench_prefix(
 
         targets.append(("llama-server", server))
     console = Console(stderr=as_json, highlight=False)
-    results = []
+    results = [TargetResult(name) for name, _ in targets]
     try:
-        for name, make in targets:
-            console.print(f"running {name} …")
-            results.append(
-                run_target(
+        for scenario in chosen:  # scenario by scenario, every target in turn: the figures that matter come first
+            for (name, make), result in zip(targets, results, strict=True):
+                console.print(f"{scenario.name}, {name}:")
+                part = run_target(
                     name,
                     make,
-                    chosen,
+                    [scenario],
                     max_tokens=max_tokens,
                     on_request=lambda t: console.print(
                         f"  {t.label}: {t.seconds:.2f} s, {t.prompt_tokens:,} prompt tokens", highlight=False
                     ),
                 )
-            )
+                result.merge(part)
     except TooldispatchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -136,9 +136,7 @@ def bench_prefix(
                 *(f"{r.timings[s.name][i].seconds:.2f}" for r in results),
             )
         if s.ratio is not None:
-            table.add_row(
-                "after B / right after", "", *(f"{ratio(s, r.timings[s.name]) or 0:.2f}x" for r in results)
-            )
+            table.add_row("after B / right after", "", *(f"{ratio(s, r.timings[s.name]) or 0:.2f}x" for r in results))
         console.print(table)
     for r in results:
         if r.cache is not None and r.cache["limit_bytes"]:

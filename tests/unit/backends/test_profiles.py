@@ -25,7 +25,8 @@ VLLM_ARGS = [
 ]  # fmt: skip
 LLAMA_SERVER_ARGS = [
     "llama-server", "-m", "models/cache/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf",
-    "-ngl", "999", "-fa", "1", "--no-mmap", "--jinja", "-np", "4", "--kv-unified", "--cache-reuse", "256", "-c", "32768",
+    "-ngl", "999", "-fa", "1", "--no-mmap", "--jinja",
+    "-np", "4", "--kv-unified", "--cache-reuse", "256", "-c", "32768",
 ]  # fmt: skip
 
 
