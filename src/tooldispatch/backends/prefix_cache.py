@@ -194,7 +194,9 @@ class PrefixCache:
         hit = self.longest(tokens)
         restore = hit is not None and hit[1] - live_shared >= self.min_reuse_tokens
         if live_n - live_shared >= self.min_reuse_tokens:
-            self.put(_save(llm, live))
+            saved = _save(llm, live, self.limit_bytes)
+            if saved is not None:
+                self.put(saved)
         if not restore or hit is None:
             return live_shared
         state, shared = hit
@@ -204,10 +206,13 @@ class PrefixCache:
         return shared
 
 
-def _save(llm: Any, tokens: array[int]) -> SavedState:
+def _save(llm: Any, tokens: array[int], limit_bytes: int) -> SavedState | None:
+    """The live context's state, or ``None`` when it alone would pass the bound (nothing is copied then)."""
     import llama_cpp  # present: the model is loaded
 
     size = int(llama_cpp.llama_state_get_size(llm.ctx))
+    if size + tokens.itemsize * len(tokens) > limit_bytes:
+        return None
     data = (ctypes.c_uint8 * size)()
     written = int(llama_cpp.llama_state_get_data(llm.ctx, data, size))
     if written > size:

@@ -87,6 +87,7 @@ PrefixCacheOpt = Annotated[
     typer.Option(
         "--prefix-cache-mb",
         min=0,
+        metavar="MB",
         help="Megabytes of saved llama.cpp context states kept for the in-process model, so a conversation "
         "interleaved with other requests does not evaluate its prompt again (0: off). Default: config, else 1024.",
     ),

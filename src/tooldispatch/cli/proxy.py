@@ -92,6 +92,7 @@ def proxy(
         typer.Option(
             "--prefix-cache-mb",
             min=0,
+            metavar="MB",
             help="In-process upstream: megabytes of saved llama.cpp context states, so a conversation interleaved "
             "with other requests does not evaluate its prompt again (0: off). Default: config, else the profile's, "
             "else 1024.",
