@@ -50,6 +50,9 @@ KEYS: dict[str, Key] = {
     "max_tokens": Key(int, "completion tokens per model turn"),
     "max_turns": Key(int, "model turns per task"),
     "threads": Key(int, "llama.cpp CPU threads (0: its default)"),
+    "prefix_cache_mb": Key(
+        int, "megabytes of saved llama.cpp context states per in-process model (0: off; default 1024)"
+    ),
     "constrained": Key(str, "grammar-constrained decoding: off, on or required"),
     "store": Key(str, "the store runs are kept in (a SQLite file or a postgresql:// URL)"),
     "models_dir": Key(str, "the model cache folder (TOOLDISPATCH_MODELS_DIR wins over it)"),

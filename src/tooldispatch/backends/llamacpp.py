@@ -34,6 +34,7 @@ from tooldispatch.backends.base import (
     Usage,
 )
 from tooldispatch.backends.messages import normalize_messages
+from tooldispatch.backends.prefix_cache import DEFAULT_PREFIX_CACHE_MB, MB, PrefixCache
 from tooldispatch.errors import (
     BackendUnavailable,
     ConfigError,
@@ -118,6 +119,9 @@ class LlamaCppBackend:
         verbose: let llama.cpp log to stderr.
         chat_format_override: ``gguf``, ``builtin:<name>`` or a Jinja template source to use instead of the
             manifest's template.
+        prefix_cache_mb: the most megabytes of saved context states kept so that a conversation interleaved
+            with others does not evaluate its prompt again (``tooldispatch.backends.prefix_cache``); ``0``
+            keeps none, and then only the prefix of the last request is reused.
 
     Raises:
         ModelNotFoundError: the file is missing or is not a readable GGUF (the message names the fix).
@@ -137,6 +141,7 @@ class LlamaCppBackend:
         seed: int = 0,
         verbose: bool = False,
         chat_format_override: str | None = None,
+        prefix_cache_mb: int = DEFAULT_PREFIX_CACHE_MB,
     ) -> None:
         if isinstance(model_path, str) and not model_path.endswith(".gguf") and not Path(model_path).is_file():
             spec = parse_spec(model_path)
@@ -161,6 +166,8 @@ class LlamaCppBackend:
             n_ctx = default_n_ctx(header, profile.context_length)
         elif n_ctx < 16:
             raise ConfigError(f"n_ctx must be at least 16 tokens, got {n_ctx}")
+        if prefix_cache_mb < 0:
+            raise ConfigError(f"prefix_cache_mb must be 0 (off) or a number of megabytes, got {prefix_cache_mb}")
         try:
             import llama_cpp  # optional dependency, loaded on use
         except ImportError as exc:
@@ -187,6 +194,8 @@ class LlamaCppBackend:
         self._add_bos = bool(model.add_bos_token())
         self._n_ctx = n_ctx
         self._lock = threading.Lock()
+        self.prefix_cache = PrefixCache(limit_bytes=prefix_cache_mb * MB)
+        """The saved context states of this model (used under ``_lock``; its ``stats()`` may be read anytime)."""
         self._grammars: dict[LazyGrammar, Any] = {}
         self._capabilities = Capabilities(
             native_tools=False,
@@ -315,6 +324,7 @@ class LlamaCppBackend:
         n = 0
         reason = "length"
         with self._lock:
+            self.prefix_cache.prepare(self._llm, tokens)
             self._llm.set_seed(request.seed if request.seed is not None else self._seed)
             budget = min(request.max_tokens, self._n_ctx - len(tokens))
             for token in self._llm.generate(

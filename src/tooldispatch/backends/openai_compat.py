@@ -266,6 +266,12 @@ class OpenAICompatBackend:
                 extra["provider"] = dict(self.provider)
         elif stream:
             kwargs["stream_options"] = {"include_usage": True}
+        if self.dialect == "llama-server":
+            # Keep the slot's KV cache and evaluate only the prompt's new suffix. No ``id_slot``: llama-server
+            # sends a request to the idle slot whose prompt shares the longest prefix with it (and restores
+            # displaced prompts from its host-memory cache), while a pinned slot would make the request wait
+            # for that slot when another is idle. A profile's ``extra_body`` can still pin one.
+            extra.setdefault("cache_prompt", True)
         extra.update(request.extra)
         return kwargs, extra
 

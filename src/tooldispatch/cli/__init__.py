@@ -47,6 +47,7 @@ _AREAS = (
     "proxy",
     "home",
     "startup_bench",
+    "prefix_bench",
 )
 
 for _area in _AREAS:

@@ -19,6 +19,7 @@ from tooldispatch.cli.options import (
     McpOpt,
     ModelOpt,
     NCtxOpt,
+    PrefixCacheOpt,
     ProfileOpt,
     RepeatGuardOpt,
     SeedOpt,
@@ -110,6 +111,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         max_tokens: MaxTokensOpt = None,
         max_turns: MaxTurnsOpt = None,
         threads: ThreadsOpt = None,
+        prefix_cache_mb: PrefixCacheOpt = None,
         answer_tool: AnswerToolOpt = None,
         repeat_guard: RepeatGuardOpt = None,
         stuck_repeats: StuckRepeatsOpt = None,
@@ -139,6 +141,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                 max_tokens=max_tokens,
                 max_turns=max_turns,
                 threads=threads,
+                prefix_cache_mb=prefix_cache_mb,
                 answer_tool=answer_tool,
                 repeat_guard=repeat_guard,
                 stuck_repeats=stuck_repeats,
@@ -215,6 +218,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         transcripts: Annotated[
             Path | None, typer.Option(help="Write each run's transcript here as seed<N>-<mode>.json.")
         ] = None,
+        prefix_cache_mb: PrefixCacheOpt = None,
     ) -> None:
         """The main demo: the agent on a logistics task with Qwen2.5-Coder-0.5B (GGUF Q4_K_M), in process.
 
@@ -226,6 +230,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         """
         from tooldispatch.agent.display import LiveView
         from tooldispatch.backends.llamacpp import LlamaCppBackend
+        from tooldispatch.backends.prefix_cache import DEFAULT_PREFIX_CACHE_MB
+        from tooldispatch.cli.session import prefix_cache_setting
         from tooldispatch.models import pull
         from tooldispatch.tools.demo import DemoOutcome, demo_tasks, run_demo_task
 
@@ -239,12 +245,20 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             raise _fail(ValueError(f"--modes takes prompt and/or constrained, comma-separated; got {modes!r}"))
         try:
             path = pull(model, console=console)
-            backend = LlamaCppBackend(str(path), manifest=model.partition("@")[0])
+            mb = prefix_cache_setting(prefix_cache_mb)
+            backend = LlamaCppBackend(
+                str(path),
+                manifest=model.partition("@")[0],
+                prefix_cache_mb=DEFAULT_PREFIX_CACHE_MB if mb is None else mb,
+            )
         except TooldispatchError as exc:
             raise _fail(exc) from exc
         show = live if live is not None else seeds == 1
         seed_list = list(range(seed, seed + seeds))
-        console.print(f"[bold]model[/bold] {model} ({path}), in-process llama.cpp, n_ctx {backend.n_ctx}")
+        console.print(
+            f"[bold]model[/bold] {model} ({path}), in-process llama.cpp, n_ctx {backend.n_ctx}, "
+            f"{backend.prefix_cache.describe()}"
+        )
         console.print(f"[bold]task[/bold] {chosen.prompt}")
         console.print(
             f"[bold]dispatcher[/bold] auto_refresh {'on' if auto_refresh else 'off'}, drop_extra_arguments "

@@ -7,6 +7,7 @@
 - ``--tools``: ``demo``, ``path/to/file.py[:attr]`` or ``package.module:attr`` (a ``Registry`` or a function
   returning one), repeatable; ``--mcp FILE``: an ``mcpServers`` config. Both go through
   :func:`tooldispatch.sources.load_sources`.
+- ``--prefix-cache-mb N``: the bound of the in-process model's prefix-state cache (``0``: off).
 - ``--model``, ``--profile``, ``--n-ctx``, ``--temperature``, ``--seed``, ``--max-tokens``, ``--max-turns``:
   unset options fall back to ``tooldispatch config`` and then to the built-in defaults.
 """
@@ -80,6 +81,16 @@ TemperatureOpt = Annotated[
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Sampling seed. Default 0.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-tokens", min=1, help="Completion tokens per turn. Default 384.")
+]
+PrefixCacheOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--prefix-cache-mb",
+        min=0,
+        metavar="MB",
+        help="Megabytes of saved llama.cpp context states kept for the in-process model, so a conversation "
+        "interleaved with other requests does not evaluate its prompt again (0: off). Default: config, else 1024.",
+    ),
 ]
 MaxTurnsOpt = Annotated[int | None, typer.Option("--max-turns", min=1, help="Model turns per task. Default 6.")]
 StoreOpt = Annotated[

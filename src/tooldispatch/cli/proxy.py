@@ -139,6 +139,17 @@ def proxy(
         bool,
         typer.Option("--no-key-on-network", help="Allow listening on a non-loopback address without --api-key-env."),
     ] = False,
+    prefix_cache_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--prefix-cache-mb",
+            min=0,
+            metavar="MB",
+            help="In-process upstream: megabytes of saved llama.cpp context states, so a conversation interleaved "
+            "with other requests does not evaluate its prompt again (0: off). Default: config, else the profile's, "
+            "else 1024.",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
     loop: Annotated[
         str, typer.Option("--loop", help="Event loop: auto (uvloop when installed), asyncio or uvloop.")
@@ -153,6 +164,8 @@ def proxy(
         return
     import uvicorn
 
+    from tooldispatch.backends.prefix_cache import MB
+    from tooldispatch.cli.session import prefix_cache_setting
     from tooldispatch.policy import load_policy
     from tooldispatch.proxy import Limits, Proxy, Recorder, build_app, build_upstream
     from tooldispatch.proxy.translate import ToolCache
@@ -188,6 +201,7 @@ def proxy(
             timeout_s=timeout,
             n_ctx=n_ctx,
         )
+        cache_mb = prefix_cache_setting(prefix_cache_mb)
         target = _store_target(store)
         if "://" not in target:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -209,6 +223,11 @@ def proxy(
     app = build_app(proxy)
     where = upstream.base_url or "in process"
     tools = declared.source if declared is not None else "no --policy, every tool side-effecting"
+    prefix_cache = getattr(upstream.backend, "prefix_cache", None)  # the in-process llama.cpp backend has one
+    if prefix_cache is not None:
+        if cache_mb is not None:
+            prefix_cache.set_limit(cache_mb * MB)  # before the first request: the same as building it so
+        where = f"{where}, {prefix_cache.describe()}"
     typer.echo(
         f"proxy for {upstream.model} ({upstream.engine}, {upstream.mode} parse, {where}) on http://{host}:{port}/v1; "
         f"counting into {target}; tools: {tools}"

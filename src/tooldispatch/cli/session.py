@@ -47,6 +47,7 @@ class Settings:
     repeat_guard: bool = True
     stuck_repeats: int = 3
     stuck_idle_turns: int = 4
+    prefix_cache_mb: int | None = None
     store: str = ""
 
     def recorded(self) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def resolve(**given: Any) -> Settings:
 
     config = load_config()
     out = Settings()
-    for name in ("profile", "model", "base_url", "parse", *RECORDED):
+    for name in ("profile", "model", "base_url", "parse", "prefix_cache_mb", *RECORDED):
         value = given.get(name)
         if value is None:
             value = config.get(name)
@@ -104,6 +105,17 @@ def resolve(**given: Any) -> Settings:
     return out
 
 
+def prefix_cache_setting(given: int | None) -> int | None:
+    """The prefix-cache bound in MB: the option, else ``config.toml``'s ``prefix_cache_mb``, else ``None``
+    (the backend's default)."""
+    if given is not None:
+        return given
+    from tooldispatch.home import load_config
+
+    value = load_config().get("prefix_cache_mb")
+    return int(value) if value is not None else None
+
+
 def build_backend(settings: Settings) -> Any:
     """The backend of the settings' profile, with the model and llama.cpp settings applied."""
     from tooldispatch.profiles import backend_from_profile, load_profile
@@ -117,6 +129,8 @@ def build_backend(settings: Settings) -> Any:
             overrides["n_ctx"] = settings.n_ctx
         if settings.threads is not None:
             overrides["n_threads"] = settings.threads
+        if settings.prefix_cache_mb is not None:
+            overrides["prefix_cache_mb"] = settings.prefix_cache_mb
         overrides["seed"] = settings.seed
     else:
         if settings.base_url:
@@ -189,6 +203,9 @@ class Session:
             raise
         for note in self.sources.notes:
             console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+        prefix_cache = getattr(backend, "prefix_cache", None)  # the in-process llama.cpp backend has one
+        if prefix_cache is not None:
+            console.print(f"[dim]{prefix_cache.describe()}[/dim]", highlight=False)
         self.dispatcher = Dispatcher(self.sources.registry, store=self.store, tool_loop=self.sources.tool_loop)
         self.view = LiveView(console, summary=summary)
         self.agent: Agent = self._agent()

@@ -36,7 +36,8 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
     For ``openai_compat`` profiles the overrides are ``OpenAICompatBackend`` arguments (``base_url``,
     ``parse``, ``model``, ``timeout_s``, ...) plus ``port`` and ``host`` to point at another server
     instance. For ``llamacpp`` profiles they are ``LlamaCppBackend`` arguments, with ``model`` (or
-    ``model_path``) replacing the profile's ``NAME@QUANT``.
+    ``model_path``) replacing the profile's ``NAME@QUANT``; ``prefix_cache_mb`` (also a key of the profile's
+    ``[llamacpp]`` table) bounds the prefix-state cache, ``0`` turns it off.
 
     Raises:
         ConfigError: the profile is invalid, or a required setting (an API key) is missing.

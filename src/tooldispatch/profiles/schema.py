@@ -76,7 +76,7 @@ _SERVER = frozenset(
     {"command", "host", "port", "env", "model_path", "ready_timeout_s", "alternatives", "requires", "notes"}
 )
 _ALTERNATIVE = frozenset({"command", "env", "requires", "notes"})
-_LLAMACPP = frozenset({"n_ctx", "n_threads", "seed", "tool_format", "chat_format_override"})
+_LLAMACPP = frozenset({"n_ctx", "n_threads", "seed", "tool_format", "chat_format_override", "prefix_cache_mb"})
 
 
 @dataclass(frozen=True, slots=True)

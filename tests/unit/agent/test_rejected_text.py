@@ -30,7 +30,7 @@ def _run(*turns: str, max_turns: int = 2) -> tuple[ScriptedBackend, Agent]:
 
 
 def test_an_unreadable_call_stays_in_the_history_as_the_model_wrote_it() -> None:
-    """A tagged call whose JSON cannot be read is rejected (InvalidJson); the next prompt holds it verbatim, then the reasons."""
+    """A tagged call with unreadable JSON is rejected (InvalidJson); the next prompt holds it verbatim, then why."""
     backend, agent = _run(BROKEN, "It is sunny.")
     run = agent.run("Weather?")
     assert run.turns[0].outcome.rejected[0].bucket == "InvalidJson"

@@ -95,6 +95,23 @@ async def test_stream_request_asks_for_usage_on_local_dialects(wire_server: Wire
     }
 
 
+def test_llama_server_body_keeps_the_prompt_cache_and_leaves_the_slot_to_the_server() -> None:
+    """llama-server requests ask for ``cache_prompt`` and name no ``id_slot`` (the server picks the slot sharing
+    the longest prefix); a profile's ``extra_body`` pins a slot or turns caching off; other dialects send neither."""
+    request = ChatRequest(messages=ASK.messages)
+    plain = OpenAICompatBackend(base_url="http://127.0.0.1:9/v1", model="m", dialect="llama-server")
+    pinned = OpenAICompatBackend(
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+        dialect="llama-server",
+        extra_body={"id_slot": 1, "cache_prompt": False},
+    )
+    vllm = OpenAICompatBackend(base_url="http://127.0.0.1:9/v1", model="m", dialect="vllm")
+    assert plain.request_body(request, stream=True)[1] == {"cache_prompt": True}
+    assert pinned.request_body(request, stream=True)[1] == {"id_slot": 1, "cache_prompt": False}
+    assert vllm.request_body(request, stream=True)[1] == {}
+
+
 async def test_server_parse_mode_sends_tools(wire_server: WireServer) -> None:
     """``parse="server"`` sends ``tools`` and maps a tool name to a named ``tool_choice``."""
     wire_server.serve("llama_cpp_python/tool_calls_stream")

@@ -22,12 +22,13 @@ from tooldispatch.toolspec import ToolSpec
 VLLM_ARGS = [
     "vllm", "serve", "nvidia/Qwen3-30B-A3B-NVFP4",
     "--quantization", "modelopt_fp4", "--kv-cache-dtype", "fp8", "--gpu-memory-utilization", "0.85",
-    "--max-model-len", "32768", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+    "--max-model-len", "32768", "--enable-auto-tool-choice", "--enable-prefix-caching", "--tool-call-parser", "hermes",
     "--reasoning-parser", "qwen3",
 ]  # fmt: skip
 LLAMA_SERVER_ARGS = [
     "llama-server", "-m", "/srv/models/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf",
-    "-ngl", "999", "-fa", "1", "--no-mmap", "--jinja", "-c", "32768",
+    "-ngl", "999", "-fa", "1", "--no-mmap", "--jinja",
+    "-np", "4", "--kv-unified", "--cache-reuse", "256", "-c", "32768",
 ]  # fmt: skip
 
 

