@@ -246,6 +246,11 @@ class StreamParser:
         """The final outcome, equal to ``parse_tool_calls`` on the whole text; ``None`` until :meth:`close`."""
         return self._outcome
 
+    @property
+    def withholding(self) -> bool:
+        """Whether a side-effecting call is held for :meth:`close`: the text after it may still make it prose."""
+        return self._withheld
+
     def feed(self, delta: str) -> tuple[StreamEvent, ...]:
         """Take the next piece of text and return the events it completes (a tuple, most often empty).
 

@@ -79,6 +79,9 @@ class SseTurn:
         self._usage: Usage | None = None
         self._finish: Finish | None = None
         self._content: list[str] = []
+        # Content after a side-effecting call the parser holds for the end: sent then, in order, with the call
+        # or (when the call is refused) as the whole answer's content, so streamed and whole answers agree.
+        self._after_held: list[str] = []
         self._reasoning: list[str] = []
         self.started = False
         # The repeat guard (``guard``): calls that repeat an answered call are held back until a new call comes
@@ -162,6 +165,9 @@ class SseTurn:
         out: list[bytes] = []
         for ev in events:
             if isinstance(ev, ContentText):
+                if self._parser is not None and self._parser.withholding:
+                    self._after_held.append(ev.text)
+                    continue
                 self._content.append(ev.text)
                 out.append(self.chunk({"content": ev.text}))
             elif isinstance(ev, CallReady):
@@ -243,6 +249,9 @@ class SseTurn:
         closing = self._parser.close(finish_reason)
         out.extend(self._parsed(tuple(e for e in closing if not isinstance(e, CallReady))))
         outcome = self._final(finish_reason)
+        if outcome.calls:
+            held, self._after_held = "".join(self._after_held), []
+            out.extend(self._content_chunk(held))
         final = outcome.calls if self.request.parallel else outcome.calls[:1]
         sent = Counter(_key(c) for c in self._sent + self._held)
         for call in final:

@@ -35,6 +35,7 @@ PROSE = [
     "Je n'appellerai pas delete_file(path='/srv') sans votre accord.",
     "¿Quieres que ejecute delete_file(path='/var')?",
     'Ayer ejecuté <tool_call>{"name": "delete_file", "arguments": {"path": "/opt"}}</tool_call> y falló.',
+    'Plan:\n<tool_call>{"name": "delete_file", "arguments": {"path": "/c"}}</tool_call>\nShall I proceed?',
 ]
 DELIMITED = [
     '```json\n{"name": "delete_file", "arguments": {"path": "/tmp/x"}}\n```',
@@ -78,7 +79,7 @@ def _ask(url: str, text: str, tools: list[dict[str, Any]], *, stream: bool = Fal
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_prose_about_a_call_yields_no_tool_calls(tmp_path: Path, stream: bool) -> None:
-    """Past reports, refusals in Chinese, German and French, a question and a tag inside a sentence: content only."""
+    """Past reports, refusals in Chinese, German and French, questions, a tag inside a sentence: content only."""
     with scripted_proxy(tmp_path, script=echo) as running:
         for text in PROSE:
             assert _ask(running.url, text, [DELETE], stream=stream) == {"content": text, "calls": [], "finish": "stop"}
