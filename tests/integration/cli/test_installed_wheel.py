@@ -124,7 +124,8 @@ def test_the_installed_wheel_works_from_any_folder(installed: Path, user: dict[s
     assert (served.returncode, served.stderr) == (0, "")
     assert served.stdout == (
         "vllm serve nvidia/Qwen3-30B-A3B-NVFP4 --quantization modelopt_fp4 --kv-cache-dtype fp8 "
-        "--gpu-memory-utilization 0.85 --max-model-len 32768 --enable-auto-tool-choice --tool-call-parser hermes "
+        "--gpu-memory-utilization 0.85 --max-model-len 32768 --enable-auto-tool-choice --enable-prefix-caching "
+        "--tool-call-parser hermes "
         "--reasoning-parser qwen3 --host 127.0.0.1 --port 8000\n"
     )
 

@@ -54,8 +54,8 @@ def test_whitespace_around_the_text_does_not_matter() -> None:
 
 
 def test_a_misspelled_name_inside_keeps_both_repairs_in_order() -> None:
-    """The doubled-brace repair comes first, then the name repair the call needed."""
-    out = parse_tool_calls(DOUBLED.replace("get_weather", "get_weathr"), TOOLS, tool_format="hermes")
+    """The doubled-brace repair comes first, then the name repair the call needed (a read-only tool's, bounded)."""
+    out = parse_tool_calls(DOUBLED.replace("get_weather", "get_weathr"), TOOLS, tool_format="hermes", repair="bounded")
     assert _calls(out) == [
         (
             "get_weather",
