@@ -368,7 +368,8 @@ def lazy_tool_call_grammar(
             manifest's ``call_shapes``).
 
     Returns:
-        The grammar of one call in any of the shapes, and the trigger patterns that start it.
+        The grammar of one or more calls in the shapes (each a line or a blank line after the last), and the
+        trigger patterns that start it.
 
     Raises:
         ConfigError: no tools, a format without a single-JSON-object call, or an unknown shape.
@@ -388,7 +389,9 @@ def lazy_tool_call_grammar(
     args_key = FORMATS[tool_format].arguments_key
     call = _json_calls(b, tools, args_key)
     b.use("ws")
-    root = " | ".join(" ".join(p for p in (s.open, call, s.close) if p) for s in shapes)
+    # One call or several, a line or a blank line apart, as these models write a batch when decoding freely.
+    shaped = b.add("shaped-call", " | ".join(" ".join(p for p in (s.open, call, s.close) if p) for s in shapes))
+    root = f'{shaped} ("\\n"{{1,2}} {shaped})*'
     names = "|".join(_regex_escape(json.dumps(t.name, ensure_ascii=False)[1:-1]) for t in tools)
     colon, comma = [_WS_REGEX, ":", _WS_REGEX], [_WS_REGEX, ",", _WS_REGEX]
     after_name = _any_prefix([*comma, f'"{args_key}"', *colon, "{", _WS_REGEX])

@@ -120,6 +120,13 @@ def test_fenced_bare_and_tagged_calls_bind(vocab_llama: Any) -> None:
     ]
 
 
+def test_a_second_call_may_follow_the_first_a_line_apart(vocab_llama: Any) -> None:
+    """After one whole call the grammar takes another on the next line, and nothing else but the end."""
+    first = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    assert _after(vocab_llama, first + "\n") == [False, False, False]  # a call must start: none of these
+    assert _after(vocab_llama, first + '\n{"name": "get_weather", "arguments": {') == [False, True, False]
+
+
 async def test_constrained_auto_call_on_the_real_model_is_valid_json(qwen_path: Path) -> None:
     """Constrained auto on the model: its fenced call comes out as JSON the grammar admits, read as a call."""
     backend = LlamaCppBackend(qwen_path, manifest="qwen2.5-coder-0.5b-instruct", n_ctx=2048, n_threads=2)

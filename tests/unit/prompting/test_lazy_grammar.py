@@ -42,10 +42,10 @@ def _first_fire(pattern: str, output: str) -> tuple[int, int] | None:
 
 
 def test_lazy_grammar_exact_for_hermes_with_qwen_shapes() -> None:
-    """The root admits one call as <tool_call>, as a ```json fence or bare; JSON whitespace is free."""
+    """The root admits calls as <tool_call>, as ```json fences or bare, a line apart; JSON whitespace is free."""
     grammar = lazy_tool_call_grammar([WEATHER, PLAY], "hermes", call_shapes=QWEN_SHAPES)
     assert grammar.text == (
-        'root ::= "<tool_call>" ws call ws "</tool_call>" | "```" "json"? "\\n" ws call ws "```" | call\n'
+        'root ::= shaped-call ("\\n"{1,2} shaped-call)*\n'
         'get-weather-args ::= "{" ws "\\"city\\"" ws ":" ws string (ws "," ws "\\"days\\"" ws ":" ws integer)? '
         'ws "}"\n'
         'call-get-weather ::= "{" ws "\\"name\\"" ws ":" ws "\\"get_weather\\"" ws "," ws "\\"arguments\\"" ws ":" '
@@ -53,6 +53,7 @@ def test_lazy_grammar_exact_for_hermes_with_qwen_shapes() -> None:
         'call-spotify-play ::= "{" ws "\\"name\\"" ws ":" ws "\\"spotify.play\\"" ws "," ws "\\"arguments\\"" ws ":" '
         'ws "{" ws "}" ws "}"\n'
         "call ::= call-get-weather | call-spotify-play\n"
+        'shaped-call ::= "<tool_call>" ws call ws "</tool_call>" | "```" "json"? "\\n" ws call ws "```" | call\n'
         'string ::= "\\"" char{0,64} "\\""\n'
         'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] '
         "[0-9a-fA-F])\n"
@@ -66,7 +67,7 @@ def test_json_format_binds_its_own_bare_object_with_parameters() -> None:
     """Llama-3 JSON: the format's own shape is the bare object, with the ``parameters`` key."""
     grammar = lazy_tool_call_grammar([PLAY], "json")
     assert grammar.text.splitlines()[:2] == [
-        "root ::= call",
+        'root ::= shaped-call ("\\n"{1,2} shaped-call)*',
         'call-spotify-play ::= "{" ws "\\"name\\"" ws ":" ws "\\"spotify.play\\"" ws "," ws "\\"parameters\\"" ws ":" '
         'ws "{" ws "}" ws "}"',
     ]
