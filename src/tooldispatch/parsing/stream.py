@@ -216,7 +216,7 @@ class StreamParser:
         self._closer_literal: str | None = "</think>"
         self._events: list[StreamEvent] = []
         self._emitted: list[ToolCall] = []
-        self._withheld = False  # a side-effecting call came: it and every later call are reported at ``close``
+        self.withholding = False  # a side-effecting call came: it and every later call are reported at ``close``
         self._outcome: ParseOutcome | None = None
         # The call segment being held.
         self._seg: list[str] = []
@@ -245,11 +245,6 @@ class StreamParser:
     def outcome(self) -> ParseOutcome | None:
         """The final outcome, equal to ``parse_tool_calls`` on the whole text; ``None`` until :meth:`close`."""
         return self._outcome
-
-    @property
-    def withholding(self) -> bool:
-        """Whether a side-effecting call is held for :meth:`close`: the text after it may still make it prose."""
-        return self._withheld
 
     def feed(self, delta: str) -> tuple[StreamEvent, ...]:
         """Take the next piece of text and return the events it completes (a tuple, most often empty).
@@ -789,8 +784,8 @@ class StreamParser:
             return
         if outcome.content:
             self._events.append(ContentText(outcome.content))
-        if report_calls and delimited and not self._withheld:
-            self._withheld = side_effecting
+        if report_calls and delimited and not self.withholding:
+            self.withholding = side_effecting
             for call in () if side_effecting else calls:
                 self._emit_call(call)
 
