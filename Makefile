@@ -65,7 +65,7 @@ clean-compiled:
 BUILD_DEPS := "mypy>=1.11" "setuptools>=77" wheel types-jsonschema types-regex
 BUILD_WHEEL := from setuptools import build_meta as b; print(b.build_wheel("$(CURDIR)/dist"))
 
-wheel: $(VENV)/.run-deps  # mypyc type-checks what the compiled modules import: the runtime dependencies
+wheel: $(VENV)/.run-deps $(VENV)/.test-deps  # mypyc type-checks the package as mypy does: every optional dependency (mcp, psycopg)
 	$(PIP) install -q $(BUILD_DEPS)
 	rm -rf dist build/wheel
 	mkdir -p build/wheel/compiled build/wheel/pure
