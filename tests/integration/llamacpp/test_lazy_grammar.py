@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,16 +24,6 @@ WEATHER = ToolSpec(
     {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]},
 )
 SHAPES = ("json_fence", "bare_json")
-
-
-@pytest.fixture(scope="module")
-def qwen_path() -> Path:
-    """The verified Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF, pulled into the cache once."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed (pip install -e '.[dev]' installs it)")
-    from tooldispatch.models import pull
-
-    return pull("qwen2.5-coder-0.5b-instruct@Q4_K_M", progress=False)
 
 
 @pytest.fixture(scope="module")
