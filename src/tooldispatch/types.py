@@ -94,6 +94,27 @@ class Repair:
         }
 
 
+@dataclass(init=False, slots=True)
+class Checked:
+    """The stamp of a call whose arguments satisfied their tool's schema when they were validated.
+
+    The dispatcher runs a stamped call without validating it again, as long as the stamp is for the
+    schema of the tool it dispatches to and the arguments are still what was stamped
+    (``tooldispatch.repair.validate.still_valid``); any other call it validates.
+
+    Attributes:
+        schema: the compiled schema the arguments satisfied (``tooldispatch.repair.validate.Compiled``).
+        arguments: the arguments as they were then, written with ``marshal``.
+    """
+
+    schema: object
+    arguments: bytes
+
+    def __init__(self, schema: object, arguments: bytes) -> None:
+        self.schema = schema
+        self.arguments = arguments
+
+
 @dataclass(slots=True, init=False)
 class ToolCall:
     """A valid call: the tool exists and the arguments satisfy its schema.
@@ -107,6 +128,8 @@ class ToolCall:
         repairs: every edit made, in order.
         id: the call id a server gave, or one we assigned (``call_0``, ...).
         format: the tool-call format it was written in (``hermes``, ``mistral``, ``openai``, ...).
+        checked: the parser's stamp that the arguments satisfied the tool's schema (see ``Checked``); ``None``
+            for a call built elsewhere, which the dispatcher validates.
     """
 
     name: str
@@ -117,6 +140,7 @@ class ToolCall:
     repairs: tuple[Repair, ...] = ()
     id: str | None = None
     format: str = ""
+    checked: Checked | None = field(default=None, compare=False, repr=False)  # equal calls, stamped or not
 
     def __init__(
         self,
@@ -128,6 +152,7 @@ class ToolCall:
         repairs: tuple[Repair, ...] = (),
         id: str | None = None,
         format: str = "",
+        checked: Checked | None = None,
     ) -> None:
         self.name = name
         self.arguments = arguments
@@ -137,6 +162,7 @@ class ToolCall:
         self.repairs = repairs
         self.id = id
         self.format = format
+        self.checked = checked
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serializable form."""

@@ -404,6 +404,7 @@ class Agent:
                 trigger=f"model_turn:{index}:early",
                 call_id=call.id,
                 repairs=call.repairs,
+                checked=call.checked,
             )
         )
         self._early.append((call, task))
@@ -542,6 +543,7 @@ class Agent:
             trigger=f"model_turn:{index}:after_refresh",
             call_id=call.id,
             repairs=call.repairs,
+            checked=call.checked,
         )
 
     def _answer_refusals(

@@ -9,6 +9,7 @@ from typing import Any
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.dispatch.saga import SagaEntry
 from tooldispatch.errors import ConfigError
+from tooldispatch.types import Checked
 
 StopCheck = Callable[[], str | None]
 """Asked before a call starts: ``None`` to go on, or the message saying why it (and the rest) will not run."""
@@ -40,21 +41,25 @@ class Call:
     possibly_running: bool = False
     bounded_chars: int = 0
     idem_expires_at: float | None = None
+    checked: Checked | None = None
 
 
-def call_parts(item: CallInput) -> tuple[str, Any, str | None, tuple[Any, ...]]:
+def call_parts(item: CallInput) -> tuple[str, Any, str | None, tuple[Any, ...], Checked | None]:
+    """A call's name, arguments, id, parser repairs and parser stamp (only a ``ToolCall`` carries the last two)."""
     if isinstance(item, Mapping):
         inner = item.get("function")
         fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else item
-        return str(fn.get("name")), fn.get("arguments"), item.get("id"), ()
+        return str(fn.get("name")), fn.get("arguments"), item.get("id"), (), None
     if isinstance(item, tuple | list) and len(item) == 2:
-        return str(item[0]), item[1], None, ()
+        return str(item[0]), item[1], None, (), None
     name = getattr(item, "name", None)
     if name is not None:
+        checked = getattr(item, "checked", None)
         return (
             str(name),
             getattr(item, "arguments", None),
             getattr(item, "id", None),
             tuple(getattr(item, "repairs", ())),
+            checked if isinstance(checked, Checked) else None,
         )
     raise ConfigError(f"cannot read a call from {item!r:.120}; pass ToolCall values, mappings or (name, args) pairs")

@@ -5,7 +5,8 @@ calling thread's own event loop, where a sync tool's outcome is waited for direc
 loop, see ``executor``):
 
 1. name admission: an unknown tool is rejected as ``tool_hallucination`` with the nearest names;
-2. validation (null optionals dropped, strict requireds), rejected as ``validation``;
+2. validation (null optionals dropped, strict requireds), rejected as ``validation``; a call the parser validated
+   against the tool's schema, and whose arguments are unchanged since (``ToolCall.checked``), is not validated again;
 3. idempotency lookup (side-effecting tools): replay, ``idempotency_conflict`` or ``idempotency_mismatch``;
 4. resource admission: quota (``quota_exceeded``), fresh state (``stale_state_must_refresh``), approval
    (``awaiting_approval``, persisted, resumed by ``approve``);
@@ -18,40 +19,37 @@ loop, see ``executor``):
 
 Compensations (``rollback`` and a failure in a saga) skip resource admission: undoing must not be
 blocked by a quota, stale state or an approval queue.
+
+The steps are ``pipeline.Pipeline``'s; this module holds the public API, and the event loops that the sync
+wrappers run it on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import random
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tooldispatch.dispatch import admission
-from tooldispatch.dispatch.bounding import bound
-from tooldispatch.dispatch.call import Call, CallInput, StopCheck, call_parts
+from tooldispatch.dispatch.call import CallInput, StopCheck, call_parts
 from tooldispatch.dispatch.clock import Clock, SystemClock
-from tooldispatch.dispatch.executor import ChildProcessDied, Executor, InvalidResult, NoCapacity, result_text
-from tooldispatch.dispatch.failures import describe_failure
-from tooldispatch.dispatch.idempotency import IdempotencyStore, Record, fingerprint, judge, make_key
+from tooldispatch.dispatch.executor import Executor
+from tooldispatch.dispatch.idempotency import IdempotencyStore
 from tooldispatch.dispatch.metrics import MetricsReport, report
-from tooldispatch.dispatch.registry import Registry, ToolDef
-from tooldispatch.dispatch.result import DispatchResult, Status, error_envelope
-from tooldispatch.dispatch.retry import Phase, decide, is_permanent, phase_of
-from tooldispatch.dispatch.saga import SagaEntry, SagaJournal, compensation_key, inverse_args, resource_of
+from tooldispatch.dispatch.pipeline import Pipeline
+from tooldispatch.dispatch.registry import Registry
+from tooldispatch.dispatch.result import DispatchResult
+from tooldispatch.dispatch.saga import SagaEntry, SagaJournal
 from tooldispatch.dispatch.state import PendingApproval, State
-from tooldispatch.dispatch.trace import DispatchTrace, mask
-from tooldispatch.dispatch.validate import MAX_DEPTH, escape_surrogates, unreadable, validate_args
-from tooldispatch.errors import ConfigError, ToolTimeout
+from tooldispatch.dispatch.trace import DispatchTrace
+from tooldispatch.errors import ConfigError
 from tooldispatch.store import StateStore, open_store
+from tooldispatch.types import Checked
 
 T = TypeVar("T")
 
@@ -103,9 +101,6 @@ class Dispatcher:
         self.registry = registry
         self.store = open_store(store)
         self.clock: Clock = clock or SystemClock()
-        self._sleep = sleep or asyncio.sleep
-        self._rand = rand
-        self.compensate_on_failure = compensate_on_failure
         self._state = State(self.store)
         weakref.finalize(self, self._state.flush)
         self._idem = IdempotencyStore(self.store)
@@ -121,6 +116,18 @@ class Dispatcher:
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._loops_lock = threading.Lock()
+        self._pipeline = Pipeline(
+            registry,
+            state=self._state,
+            idem=self._idem,
+            saga=self._saga,
+            executor=self._executor,
+            clock=self.clock,
+            sleep=sleep or asyncio.sleep,
+            rand=rand,
+            compensate_on_failure=compensate_on_failure,
+            exclusive=self._in_sync_call,
+        )
         now = self.clock.time()
         self._idem.purge(now)
         self.warnings: list[str] = list(registry.warnings)
@@ -130,6 +137,15 @@ class Dispatcher:
                 self.warnings.append(change)
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def compensate_on_failure(self) -> bool:
+        """Whether a side-effecting call that fails during execution runs the session's pending compensations."""
+        return self._pipeline.compensate_on_failure
+
+    @compensate_on_failure.setter
+    def compensate_on_failure(self, value: bool) -> None:
+        self._pipeline.compensate_on_failure = value
 
     def __enter__(self) -> Dispatcher:
         return self
@@ -148,6 +164,7 @@ class Dispatcher:
         model_latency_s: float | None = None,
         reasoning_s: float | None = None,
         repairs: Sequence[Any] = (),
+        checked: Checked | None = None,
     ) -> DispatchResult:
         """Run one call synchronously; same arguments and semantics as ``adispatch``.
 
@@ -168,6 +185,7 @@ class Dispatcher:
                 model_latency_s=model_latency_s,
                 reasoning_s=reasoning_s,
                 repairs=repairs,
+                checked=checked,
             )
         )
 
@@ -182,6 +200,7 @@ class Dispatcher:
         model_latency_s: float | None = None,
         reasoning_s: float | None = None,
         repairs: Sequence[Any] = (),
+        checked: Checked | None = None,
     ) -> DispatchResult:
         """Run one call: admission, validation, idempotency, execution under the tool's timer, retries,
         bounding, tracing.
@@ -195,18 +214,21 @@ class Dispatcher:
             model_latency_s: time the model took for the turn, for the trace.
             reasoning_s: time spent reasoning, for the trace.
             repairs: repairs the parser made to this call, for the trace.
+            checked: the parser's stamp of the call (``ToolCall.checked``): arguments it still vouches for
+                against this tool's schema are not validated again. Without it the arguments are validated.
 
         Returns:
             The result; tool failures never raise, they come back as ``status="error"`` with a
             model-visible JSON envelope in ``content``.
         """
-        call = self._new_call(name, args, session_id, trigger, call_id)
+        call = self._pipeline.new_call(name, args, session_id, trigger, call_id)
         call.repairs.extend(repairs)
+        call.checked = checked
         if model_latency_s is not None:
             call.latencies["model"] = float(model_latency_s)
         if reasoning_s is not None:
             call.latencies["reasoning"] = float(reasoning_s)
-        return await self._pipeline(call)
+        return await self._pipeline.run(call)
 
     def dispatch_many(self, calls: Iterable[CallInput], **options: Any) -> list[DispatchResult]:
         """Run several calls synchronously; see ``adispatch_many``."""
@@ -219,7 +241,8 @@ class Dispatcher:
 
         Args:
             calls: ``ToolCall`` values, ``{"name", "arguments"[, "id"]}`` mappings or ``(name, arguments)`` pairs.
-                A ``ToolCall``'s parser repairs go into its trace.
+                A ``ToolCall``'s parser repairs go into its trace, and its stamp (``checked``) spares it a
+                second validation.
             stop_when: asked before each call (or parallel batch) starts; when it returns a message, that
                 call and every later one are not run: each is rejected as ``not_run`` with the message.
             **options: passed to ``adispatch`` for every call (``session_id``, ``trigger``, ...).
@@ -261,6 +284,7 @@ class Dispatcher:
                         **options,
                         "call_id": items[i][2] or options.get("call_id"),
                         "repairs": items[i][3] or options.get("repairs", ()),
+                        "checked": items[i][4],
                     },
                 )
                 for i in batch
@@ -288,14 +312,14 @@ class Dispatcher:
 
         Nothing is invoked and no idempotency record is made: the same call may run later.
         """
-        call = self._new_call(name, args, session_id, trigger, call_id)
-        broken = self._unreadable(call, args)
+        call = self._pipeline.new_call(name, args, session_id, trigger, call_id)
+        broken = self._pipeline.reject_unreadable(call, args)
         if broken is not None:
             return broken
         call.tool = self.registry.get(call.name)
         if isinstance(args, Mapping):
             call.args = dict(args)
-        return self._reject(call, reason, message, suggestion)
+        return self._pipeline.reject(call, reason, message, suggestion)
 
     def approve(self, approval_id: str, args: Mapping[str, Any] | None = None) -> DispatchResult:
         """Approve a suspended call and run it now (synchronously); see ``aapprove``."""
@@ -314,13 +338,13 @@ class Dispatcher:
         record = self._state.decide_approval(approval_id, "approved", None, self.clock.time())
         if record is None:
             raise ConfigError(self._approval_missing(approval_id))
-        call = self._new_call(
+        call = self._pipeline.new_call(
             record.tool, dict(args) if args is not None else record.args, record.session_id, "approval", None
         )
         call.approval_id, call.approved = approval_id, True
         if args is not None:
             call.repairs.append({"kind": "approval_edit", "path": "", "before": record.args, "after": dict(args)})
-        return await self._pipeline(call)
+        return await self._pipeline.run(call)
 
     def deny(self, approval_id: str, reason: str = "denied") -> DispatchResult:
         """Deny a suspended call: it never runs, and the result tells the model why.
@@ -331,10 +355,10 @@ class Dispatcher:
         record = self._state.decide_approval(approval_id, "denied", reason, self.clock.time())
         if record is None:
             raise ConfigError(self._approval_missing(approval_id))
-        call = self._new_call(record.tool, record.args, record.session_id, "approval", None)
+        call = self._pipeline.new_call(record.tool, record.args, record.session_id, "approval", None)
         call.approval_id, call.args = approval_id, record.args
         call.tool = self.registry.get(record.tool)
-        return self._reject(
+        return self._pipeline.reject(
             call,
             "approval_denied",
             f"a person denied this {record.tool} call: {reason}",
@@ -356,18 +380,7 @@ class Dispatcher:
         Returns:
             One result per compensation, in the order run.
         """
-        results = []
-        for entry in self._saga.pending(session_id):
-            if not self._saga.take(entry.id):
-                continue
-            call = self._new_call(entry.inverse_tool, entry.inverse_args, session_id, "compensation", None)
-            call.compensation = entry
-            result = await self._pipeline(call)
-            self._saga.finish(entry.id, ok=result.ok, trace_id=result.trace.id)
-            if result.ok and entry.idempotency_key:
-                self._idem.release(entry.idempotency_key)
-            results.append(result)
-        return results
+        return await self._pipeline.rollback(session_id)
 
     def saga(self, session_id: str) -> list[SagaEntry]:
         """The session's saga journal, oldest first."""
@@ -413,373 +426,6 @@ class Dispatcher:
                     loop.close()
             self._loops.clear()
         self.store.close()
-
-    # ------------------------------------------------------------------ the pipeline
-
-    def _new_call(self, name: str, args: Any, session_id: str, trigger: str, call_id: str | None) -> Call:
-        return Call(
-            trace_id=os.urandom(16).hex(),
-            session_id=str(session_id),
-            name=str(name),
-            raw_args=args,
-            trigger=trigger,
-            call_id=call_id,
-            t0=self.clock.monotonic(),
-            wall0=self.clock.time(),
-        )
-
-    async def _pipeline(self, call: Call) -> DispatchResult:
-        broken = self._unreadable(call, call.raw_args)
-        if broken is not None:
-            return broken
-        tool = self.registry.get(call.name)
-        if tool is None:
-            verdict = admission.admit_name(call.name, self.registry.names)
-            return self._reject(call, verdict.reason or "tool_hallucination", verdict.message, verdict.suggestion)
-        call.tool = tool
-        raw = call.raw_args
-        if isinstance(raw, str | bytes):
-            try:
-                raw = json.loads(raw) if raw.strip() else {}
-            except (ValueError, RecursionError) as exc:
-                return self._reject(
-                    call,
-                    "validation",
-                    f"the arguments are not valid JSON ({exc})",
-                    "send the arguments as one JSON object",
-                )
-            broken = self._unreadable(call, raw)
-            if broken is not None:
-                return broken
-        checked = validate_args(tool, raw)
-        call.args = checked.args
-        call.repairs.extend(checked.repairs)
-        if not checked.ok:
-            return self._reject(call, "validation", checked.message, "fix the arguments as described and call again")
-        if tool.side_effecting:
-            call.idem_key = (
-                compensation_key(call.compensation) if call.compensation else make_key(call.session_id, tool, call.args)
-            )
-            existing = self._idem.lookup(call.idem_key, self.clock.time())
-            if existing is not None:
-                return self._answer_existing(call, existing)
-        if call.compensation is None:
-            rejected = self._admit_resources(call, tool)
-            if rejected is not None:
-                return rejected
-        if call.idem_key is not None:
-            now = self.clock.time()
-            existing = self._idem.claim(
-                call.idem_key,
-                session_id=call.session_id,
-                tool=tool.name,
-                fp=fingerprint(call.args),
-                trace_id=call.trace_id,
-                now=now,
-                ttl_s=tool.idempotency_ttl_s,
-            )
-            call.idem_expires_at = now + tool.idempotency_ttl_s
-            if existing is not None:
-                return self._answer_existing(call, existing)
-        scope = admission.quota_scope(tool, call.args, call.session_id) if call.compensation is None else None
-        if (
-            scope is not None
-            and tool.quota is not None
-            and self._state.take_quota(tool.name, scope, tool.quota.limit) is None
-        ):
-            if call.idem_key is not None:
-                self._idem.release(call.idem_key)
-            verdict = admission.admit_quota(tool, call.args, tool.quota.limit)
-            return self._reject(call, "quota_exceeded", verdict.message, verdict.suggestion)
-        return await self._execute(call, tool)
-
-    def _admit_resources(self, call: Call, tool: ToolDef) -> DispatchResult | None:
-        scope = admission.quota_scope(tool, call.args, call.session_id)
-        if scope is not None:
-            verdict = admission.admit_quota(tool, call.args, self._state.quota_used(tool.name, scope))
-            if verdict.outcome == "reject":
-                return self._reject(call, verdict.reason or "quota_exceeded", verdict.message, verdict.suggestion)
-        fresh = tool.requires_fresh_state
-        if fresh is not None:
-            verdict = admission.admit_freshness(
-                tool,
-                self._state.refreshed_at(call.session_id, fresh.resource),
-                self.clock.time(),
-                self.registry.refresher_for(fresh.resource),
-            )
-            if verdict.outcome == "reject":
-                return self._reject(
-                    call, verdict.reason or "stale_state_must_refresh", verdict.message, verdict.suggestion
-                )
-        verdict = admission.admit_approval(tool, call.approved)
-        if verdict.outcome == "approval":
-            waiting = self._state.pending_for(call.session_id, tool.name, call.args)
-            if waiting is not None:
-                call.approval_id = waiting.id
-            else:
-                call.approval_id = f"apr_{uuid.uuid4().hex[:16]}"
-                self._state.add_approval(
-                    call.approval_id,
-                    session_id=call.session_id,
-                    tool=tool.name,
-                    args=call.args,
-                    trigger=call.trigger,
-                    trace_id=call.trace_id,
-                    now=self.clock.time(),
-                )
-            content = json.dumps(
-                {
-                    "status": "awaiting_approval",
-                    "tool": tool.name,
-                    "approval_id": call.approval_id,
-                    "message": verdict.message,
-                    "suggestion": verdict.suggestion,
-                },
-                ensure_ascii=False,
-            )
-            return self._finish(call, "awaiting_approval", "awaiting_approval", content, full=None)
-        return None
-
-    def _answer_existing(self, call: Call, record: Record) -> DispatchResult:
-        assert call.tool is not None
-        verdict = judge(record, fingerprint(call.args), call.tool.name)
-        if verdict.action == "replay":
-            status: Status = "ok" if record.status == "ok" else "error"
-            return self._finish(
-                call, status, "idempotent_replay", record.content or "", full=None, extra={"replay_of": record.trace_id}
-            )
-        return self._reject(
-            call,
-            verdict.action,
-            verdict.message,
-            verdict.suggestion,
-            recoverable=verdict.action == "idempotency_mismatch",
-        )
-
-    async def _execute(self, call: Call, tool: ToolDef) -> DispatchResult:
-        call.latencies["admission"] = self.clock.monotonic() - call.t0
-        tool_time = 0.0
-        error: BaseException | None = None
-        phase: Phase = "during"
-        value: Any = None
-        text: str | None = None
-        ran: tuple[BaseException, Phase] | None = None  # the last failure of an attempt that started
-        while True:
-            call.attempts += 1
-            if call.idem_key is not None:
-                self._keep_in_flight(call, tool)
-            attempt = await self._executor.run(tool, call.args, exclusive=self._in_sync_call())
-            tool_time += attempt.elapsed_s
-            error, phase = None, "during"
-            if attempt.timed_out:
-                error = ToolTimeout(f"{tool.name} did not finish within {tool.timeout_s:g} s")
-                call.possibly_running = call.possibly_running or attempt.possibly_running
-            elif attempt.error is not None:
-                error = attempt.error
-                phase = "after" if isinstance(error, InvalidResult) else phase_of(error)
-            else:
-                try:
-                    text = result_text(attempt.value)
-                    value = attempt.value
-                except InvalidResult as exc:
-                    error = exc
-                    phase = "after"
-            if error is None:
-                break
-            if isinstance(error, NoCapacity):
-                if ran is not None:  # an earlier attempt did start: its failure is the one to report
-                    error, phase = ran
-                    break
-            else:
-                ran = (error, phase)
-            if isinstance(error, InvalidResult):
-                break
-            decision = decide(tool.read_only, phase, error, call.attempts, tool.max_attempts, rand=self._rand)
-            if not decision.retry:
-                break
-            call.retried = True
-            await self._sleep(decision.delay_s)
-        call.latencies["tool"] = tool_time
-        if error is None and text is not None:
-            return self._succeed(call, tool, value, text)
-        assert error is not None
-        return await self._fail(call, tool, error, phase)
-
-    def _keep_in_flight(self, call: Call, tool: ToolDef) -> None:
-        """Make sure the in-flight record outlives this attempt: it must not expire while the call may still
-        be waiting for a worker or running (a short ``idempotency_ttl_s``, or a retry). It then lasts a full
-        TTL past the attempt's latest end."""
-        now = self.clock.time()
-        latest_end = now + self._executor.capacity_wait_s(tool) + tool.timeout_s
-        if call.idem_expires_at is None or call.idem_expires_at <= latest_end:
-            assert call.idem_key is not None
-            call.idem_expires_at = latest_end + tool.idempotency_ttl_s
-            self._idem.extend(call.idem_key, call.idem_expires_at)
-
-    def _succeed(self, call: Call, tool: ToolDef, value: Any, text: str) -> DispatchResult:
-        shown = bound(text, tool.result_max_chars, call.trace_id)
-        call.bounded_chars = shown.omitted
-        now = self.clock.time()
-        resource = resource_of(self.registry, tool, call.args, value) if tool.side_effecting else None
-        if call.idem_key is not None:
-            self._idem.complete(call.idem_key, status="ok", reason=None, content=shown.text, resource=resource)
-        supersedes: list[str] = []
-        if resource is not None:
-            # Before this call's own saga entry exists: it ends the entries of earlier calls only.
-            supersedes = self._idem.supersede(resource, keep=call.idem_key)
-            supersedes += self._saga.supersede(resource, tool=tool.name, trace_id=call.trace_id)
-        if tool.refreshes:
-            self._state.stamp_fresh(call.session_id, tool.refreshes, now)
-        if tool.compensate and call.compensation is None:
-            inverse = self.registry[tool.compensate]
-            self._saga.record(
-                session_id=call.session_id,
-                trace_id=call.trace_id,
-                tool=tool.name,
-                inverse_tool=inverse.name,
-                args=inverse_args(inverse, call.args, value),
-                idempotency_key=call.idem_key,
-                resource=resource,
-                now=now,
-            )
-        extra = {"supersedes": sorted(set(supersedes))} if supersedes else None
-        return self._finish(
-            call, "ok", None, shown.text, full=text if shown.bounded else None, value=value, extra=extra
-        )
-
-    async def _fail(self, call: Call, tool: ToolDef, error: BaseException, phase: Phase) -> DispatchResult:
-        reason, message, suggestion, recoverable = describe_failure(tool, error, phase)
-        unknown_outcome = tool.side_effecting and phase != "before" and not is_permanent(error)
-        if call.retried:
-            message += f" (after {call.attempts} attempts)"
-        compensations: list[DispatchResult] = []
-        if (
-            unknown_outcome
-            and self.compensate_on_failure
-            and call.compensation is None
-            and self._saga.pending(call.session_id)
-        ):
-            compensations = await self.arollback(call.session_id)
-            undone = ", ".join(f"{r.trace.tool} {json.dumps(dict(r.trace.params))}: {r.status}" for r in compensations)
-            message += f"; the session's earlier actions were compensated, newest first: {undone}"
-        content = error_envelope(
-            reason,
-            tool.name,
-            message,
-            recoverable=recoverable,
-            attempts=call.attempts,
-            retried=call.retried,
-            suggestion=suggestion,
-        )
-        if call.idem_key is not None:
-            if not unknown_outcome:
-                self._idem.release(call.idem_key)
-            elif isinstance(error, ToolTimeout | ChildProcessDied):
-                self._idem.mark_unknown(call.idem_key, reason=reason, content=content)
-            else:
-                self._idem.complete(
-                    call.idem_key,
-                    status="error",
-                    reason=reason,
-                    content=content,
-                    resource=resource_of(self.registry, tool, call.args),
-                )
-        extra = {"compensations": [r.trace.id for r in compensations]} if compensations else None
-        return self._finish(
-            call, "error", reason, content, full=None, error_type=type(error).__name__, message=message, extra=extra
-        )
-
-    def _unreadable(self, call: Call, args: Any) -> DispatchResult | None:
-        """Reject a call whose arguments nest too deeply, or whose name, id or arguments hold an unpaired
-        UTF-16 surrogate (not text); the trace records what it can store.
-
-        Nothing after this step may walk or encode such values: deep ones overflow the recursion that
-        validation, hashing and JSON use, and surrogates cannot be encoded. Surrogates are recorded as
-        ``\\udXXX`` text; arguments too deep are not recorded.
-        """
-        problem = unreadable(args, "arguments")
-        if problem is None and unreadable([call.name, call.call_id or ""]) is None:
-            return None
-        call.name, call.call_id = escape_surrogates(call.name), escape_surrogates(call.call_id)
-        if problem is not None and problem[0] == "deep":
-            call.raw_args = {}
-            return self._reject(
-                call,
-                "validation",
-                f"{escape_surrogates('/'.join(problem[1].split('/')[:2]))} nests objects or arrays "
-                f"more than {MAX_DEPTH} levels deep",
-                "send a flatter object",
-            )
-        call.raw_args = escape_surrogates(args)
-        field = escape_surrogates(problem[1]) if problem is not None else "the tool name or call id"
-        return self._reject(
-            call,
-            "validation",
-            f"{field} holds an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff), which is not text",
-            "write the character itself (an escape beyond U+FFFF is a pair, high then low) or leave it out, "
-            "then call again",
-        )
-
-    def _reject(
-        self, call: Call, reason: str, message: str, suggestion: str | None, *, recoverable: bool = True
-    ) -> DispatchResult:
-        content = error_envelope(
-            reason, call.name, message, recoverable=recoverable, attempts=0, retried=False, suggestion=suggestion
-        )
-        return self._finish(call, "rejected", reason, content, full=None, message=message)
-
-    def _finish(
-        self,
-        call: Call,
-        status: Status,
-        reason: str | None,
-        content: str,
-        *,
-        full: str | None,
-        value: Any = None,
-        error_type: str | None = None,
-        message: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> DispatchResult:
-        call.latencies["total"] = self.clock.monotonic() - call.t0
-        call.latencies.setdefault("admission", call.latencies["total"])
-        call.latencies.setdefault("tool", 0.0)
-        tool = call.tool
-        params = call.args if call.args or not isinstance(call.raw_args, Mapping) else dict(call.raw_args)
-        trace = DispatchTrace(
-            id=call.trace_id,
-            session_id=call.session_id,
-            tool=call.name,
-            params=mask(params, tool.sensitive_fields) if tool else dict(params),
-            trigger=call.trigger,
-            status=status,
-            reason=reason,
-            attempts=call.attempts,
-            retried=call.retried,
-            repairs=tuple(call.repairs),
-            latencies=dict(call.latencies),
-            started_at=call.wall0,
-            ended_at=self.clock.time(),
-            call_id=call.call_id,
-            version=tool.version if tool else None,
-            idempotency_key=call.idem_key,
-            bounded_chars=call.bounded_chars,
-            possibly_running=call.possibly_running,
-            approval_id=call.approval_id,
-            error_type=error_type or (reason if status == "rejected" else None),
-            message=message,
-            compensation_of=call.compensation.trace_id if call.compensation else None,
-            extra=dict(extra or {}),
-        )
-        self._state.save_trace(trace, content, full, durable=tool is None or tool.side_effecting)
-        return DispatchResult(
-            status=status,
-            reason=reason,
-            content=content,
-            trace=trace,
-            value=value,
-            approval_id=call.approval_id if status == "awaiting_approval" else None,
-        )
 
     # ------------------------------------------------------------------ helpers
 

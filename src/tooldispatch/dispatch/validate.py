@@ -4,6 +4,10 @@ Permissive on optionals (a missing or ``null`` optional argument is absent), str
 (``null`` for a required argument is an error, never a default). Arguments that fail are passed through
 schema-guided repair (``tooldispatch.repair``) at the tool's repair level: ``lossless`` by default for
 side-effecting tools, ``bounded`` for read-only ones; each edit is recorded.
+
+The schema is compiled once, in ``repair.validate`` (the cache the parser uses too). A call the parser
+accepted comes with its stamp (``ToolCall.checked``): while the arguments are what was stamped against this
+tool's schema, they are not validated again.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import jsonschema
 
 from tooldispatch.dispatch.registry import ToolDef
 from tooldispatch.dispatch.text import SURROGATE, escaped
-from tooldispatch.repair import repair_call
-from tooldispatch.repair.validate import fast_check
+from tooldispatch.repair import repair_arguments
+from tooldispatch.repair.validate import compiled, still_valid
+from tooldispatch.types import Checked
 
 _JSON_TYPES = {
     bool: "boolean",
@@ -122,9 +127,6 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{path}: passed {_show(error.instance)}; {error.message}"
 
 
-_VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
-
-
 MAX_DEPTH = 64
 """How deeply call arguments may nest (objects and arrays); deeper ones are rejected before any walk."""
 
@@ -172,25 +174,21 @@ def escape_surrogates(value: Any) -> Any:
     return value
 
 
-def validator(tool: ToolDef) -> jsonschema.Draft202012Validator:
-    """A compiled validator for the tool's schema (cached by the hash of description and schema)."""
-    cached = _VALIDATORS.get(tool.description_sha256)
-    if cached is None:
-        cached = jsonschema.Draft202012Validator(json.loads(json.dumps(dict(tool.schema))))
-        _VALIDATORS[tool.description_sha256] = cached
-    return cached
-
-
-def validate_args(tool: ToolDef, args: Any) -> Validation:
+def validate_args(tool: ToolDef, args: Any, *, checked: Checked | None = None) -> Validation:
     """Normalize and validate a call's arguments against the tool's schema.
 
     Args:
         tool: the registered tool.
         args: the arguments as the model gave them (normally a dict).
+        checked: the parser's stamp of the call (``ToolCall.checked``); arguments it still vouches for
+            against this tool's schema are taken as they are.
 
     Returns:
         A ``Validation``; ``errors`` is empty when the call may run.
     """
+    schema = compiled(tool.schema)
+    if checked is not None and type(args) is dict and None not in args.values() and still_valid(checked, schema, args):
+        return Validation(args=dict(args))
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
@@ -205,17 +203,14 @@ def validate_args(tool: ToolDef, args: Any) -> Validation:
             repairs.append({"kind": "null_optional", "path": f"/{key}", "before": None, "after": "(absent)"})
             continue
         cleaned[str(key)] = value
-    fast = fast_check(tool.schema)  # compiled "valid as is"; never accepts what jsonschema rejects
-    if fast is not None and fast(cleaned):
-        return Validation(args=cleaned, repairs=tuple(repairs))
-    check = validator(tool)
-    if check.is_valid(cleaned):
+    if schema.accepts(cleaned, tool=tool.name):
         return Validation(args=cleaned, repairs=tuple(repairs))
     if tool.repair != "none":
-        repaired = repair_call(tool.name, cleaned, {tool.name: tool.spec()}, level=tool.repair)
-        if repaired.ok and repaired.arguments is not None and check.is_valid(repaired.arguments):
+        repaired = repair_arguments(tool.name, cleaned, tool.schema, level=tool.repair)
+        if repaired.ok and repaired.arguments is not None:
             return Validation(args=dict(repaired.arguments), repairs=(*repairs, *repaired.repairs))
-    errors = sorted(check.iter_errors(cleaned), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    found = schema.validator(tool=tool.name).iter_errors(cleaned)
+    errors = sorted(found, key=lambda e: (list(map(str, e.absolute_path)), e.validator))
     messages: list[str] = []
     for error in errors:
         text = _describe(error)

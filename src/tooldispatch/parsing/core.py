@@ -29,7 +29,7 @@ from tooldispatch.parsing.lenient import FIX_DOUBLED_BRACES, LenientJSONError, d
 from tooldispatch.parsing.native import read_native_calls
 from tooldispatch.parsing.reasoning import split_reasoning
 from tooldispatch.repair import RepairResult, repair_call, resolve_name
-from tooldispatch.repair.validate import fast_check
+from tooldispatch.repair.validate import fast_check, stamp
 from tooldispatch.toolspec import ToolsInput, ToolSpec, normalize_tools
 from tooldispatch.types import (
     FLAG_IN_PROSE,
@@ -227,7 +227,7 @@ def _outcome(
             candidate, resolved = _evaluate(raw, specs, repair, finish_reason, flags, cache)
         candidates.append(candidate)
         if candidate.accepted and resolved is not None and candidate.arguments is not None:
-            calls.append(_to_call(candidate, resolved, ident, len(calls), used_ids))
+            calls.append(_to_call(candidate, resolved, specs[resolved].parameters, ident, len(calls), used_ids))
 
     return _built(calls, content, reasoning, candidates)
 
@@ -477,7 +477,9 @@ def _rejected(
     return Candidate(raw.raw, raw.span, raw.format, stage, bucket, raw.name, arguments, repairs, error, flags), None
 
 
-def _to_call(candidate: Candidate, name: str, ident: str | None, index: int, used_ids: set[str]) -> ToolCall:
+def _to_call(
+    candidate: Candidate, name: str, schema: Mapping[str, Any], ident: str | None, index: int, used_ids: set[str]
+) -> ToolCall:
     if ident is None:
         n = index
         while f"call_{n}" in used_ids:
@@ -494,6 +496,7 @@ def _to_call(candidate: Candidate, name: str, ident: str | None, index: int, use
         repairs=candidate.repairs,
         id=ident,
         format=candidate.format,
+        checked=stamp(schema, candidate.arguments),
     )
 
 

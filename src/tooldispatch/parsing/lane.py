@@ -30,9 +30,19 @@ from tooldispatch.parsing.formats._common import (
     is_schema_echo,
 )
 from tooldispatch.parsing.lenient import scan_json, skip_json_space
-from tooldispatch.repair.validate import Check, fast_check
+from tooldispatch.repair.validate import Check, fast_check, stamp
 from tooldispatch.toolspec import ToolSpec
-from tooldispatch.types import FLAG_IN_REASONING, FLAG_NO_CALL, Bucket, Candidate, ParseOutcome, Repair, Stage, ToolCall
+from tooldispatch.types import (
+    FLAG_IN_REASONING,
+    FLAG_NO_CALL,
+    Bucket,
+    Candidate,
+    Checked,
+    ParseOutcome,
+    Repair,
+    Stage,
+    ToolCall,
+)
 
 HERMES: Final = "hermes"
 LLAMA3_JSON: Final = "llama3_json"
@@ -137,7 +147,11 @@ def _one_block(
         return None  # prose around a side-effecting tool's block: the cascade reads its structure
     stage, bucket, repairs = _AS_WRITTEN[as_string]
     return ParseOutcome(
-        (ToolCall(name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", HERMES),),
+        (
+            ToolCall(
+                name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", HERMES, _stamp(tools, name, arguments)
+            ),
+        ),
         (head + tail).strip(),
         reasoning,
         (Candidate(text[begin:end], (begin, end), HERMES, stage, bucket, name, arguments, repairs, None, _NO_FLAGS),),
@@ -231,7 +245,9 @@ def _blocks(
         candidates.append(
             Candidate(text[begin:pos], (begin, pos), HERMES, stage, bucket, name, arguments, repairs, None, flags)
         )
-        calls.append(ToolCall(name, arguments, bucket, stage, flags, repairs, ident, HERMES))
+        calls.append(
+            ToolCall(name, arguments, bucket, stage, flags, repairs, ident, HERMES, _stamp(tools, name, arguments))
+        )
         begin = after
     if pos < stop:
         tail = text[pos:stop]
@@ -274,7 +290,19 @@ def _bare_json(text: str, tools: dict[str, Any]) -> ParseOutcome | None:
     stage, bucket, repairs = _AS_WRITTEN[as_string]
     end = len(text.rstrip())
     return ParseOutcome(
-        (ToolCall(name, arguments, bucket, stage, _NO_FLAGS, repairs, "call_0", LLAMA3_JSON),),
+        (
+            ToolCall(
+                name,
+                arguments,
+                bucket,
+                stage,
+                _NO_FLAGS,
+                repairs,
+                "call_0",
+                LLAMA3_JSON,
+                _stamp(tools, name, arguments),
+            ),
+        ),
         "",
         "",
         (
@@ -325,7 +353,11 @@ def _bare_list(text: str, tools: dict[str, Any]) -> ParseOutcome | None:
                 text[start:stop], (start, stop), "json", "fallback", "ok_fallback", name, arguments, (), None, _NO_FLAGS
             )
         )
-        calls.append(ToolCall(name, arguments, "ok_fallback", "fallback", _NO_FLAGS, (), ident, "json"))
+        calls.append(
+            ToolCall(
+                name, arguments, "ok_fallback", "fallback", _NO_FLAGS, (), ident, "json", _stamp(tools, name, arguments)
+            )
+        )
         if last:
             return ParseOutcome(tuple(calls), "", "", tuple(candidates), "fallback", _NO_FLAGS)
         start, pos = end, skip_json_space(text, after + 1)
@@ -406,6 +438,11 @@ def _call_of(
     except RecursionError:
         return None
     return name, arguments, as_string
+
+
+def _stamp(tools: dict[str, Any], name: str, arguments: dict[str, Any]) -> Checked | None:
+    """The stamp of a call the lane read and checked against its declared tool (``ToolCall.checked``)."""
+    return stamp(tools[name].parameters, arguments)
 
 
 def _check_for(name: str, spec: Any) -> tuple[ToolSpec, Check] | None:

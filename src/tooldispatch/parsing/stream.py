@@ -794,6 +794,6 @@ class StreamParser:
             ident = f"call_{len(self._emitted)}"
             if call.id != ident:  # built directly: ``dataclasses.replace`` costs several times more
                 c = call
-                call = ToolCall(c.name, c.arguments, c.bucket, c.stage, c.flags, c.repairs, ident, c.format)
+                call = ToolCall(c.name, c.arguments, c.bucket, c.stage, c.flags, c.repairs, ident, c.format, c.checked)
         self._emitted.append(call)
         self._events.append(CallReady(call))

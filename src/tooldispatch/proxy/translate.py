@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import openai
 from jsonschema import SchemaError
-from jsonschema.validators import validator_for
 
 from tooldispatch.backends.base import ChatRequest
 from tooldispatch.backends.messages import MessageError, normalize_messages
@@ -26,6 +25,7 @@ from tooldispatch.errors import ConfigError
 from tooldispatch.policy import ToolPolicy
 from tooldispatch.proxy.errors import invalid
 from tooldispatch.proxy.fields import check_fields
+from tooldispatch.repair.validate import compiled
 from tooldispatch.toolspec import ToolSpec, normalize_tools
 from tooldispatch.types import ToolCall
 
@@ -49,11 +49,6 @@ _HANDLED: Final = frozenset(
         "n",
     }
 )
-# Parameter schemas already checked to be valid JSON Schema, by their canonical JSON: a pure cache of an
-# immutable verdict (agents send the same tools with every request), bounded so a stream of new schemas
-# cannot grow it without end.
-_CHECKED: dict[str, bool] = {}
-_CHECKED_MAX: Final = 1024
 # A call's arguments as OpenAI writes them (``{"city": "Paris"}``); built once, as json.dumps with options builds
 # an encoder on every call.
 _ARGUMENTS: Final = json.JSONEncoder(ensure_ascii=False)
@@ -143,11 +138,13 @@ def check_tools(raw: Any, *, max_tools: int, policy: ToolPolicy | None = None) -
             raise invalid(f"tool {name!r} is declared twice ({where}); give each tool a unique name", param=where)
         seen.add(name)
         try:
-            _check_schema(spec.parameters)
-        except SchemaError as exc:
-            path = "/".join(str(p) for p in exc.path)
+            compiled(spec.parameters).validator(tool=name)  # compiled once per distinct schema, then cached
+        except ConfigError as exc:
+            if not isinstance(exc.__cause__, SchemaError):
+                raise
+            path = "/".join(str(p) for p in exc.__cause__.path)
             raise invalid(
-                f"tool {name!r} ({where}): 'parameters' is not a valid JSON Schema at /{path}: {exc.message}",
+                f"tool {name!r} ({where}): 'parameters' is not a valid JSON Schema at /{path}: {exc.__cause__.message}",
                 param=where,
             ) from exc
         specs.append(spec)
@@ -203,21 +200,6 @@ class ToolCache:
             del self._specs[next(iter(self._specs))]
         self._specs[key] = specs
         return specs
-
-
-def _check_schema(schema: Mapping[str, Any]) -> None:
-    """Check a parameters schema against its metaschema, once per distinct schema.
-
-    Raises:
-        SchemaError: the schema is not valid JSON Schema.
-    """
-    key = json.dumps(schema, sort_keys=True, default=repr)
-    if key in _CHECKED:
-        return
-    validator_for(dict(schema)).check_schema(dict(schema))
-    if len(_CHECKED) >= _CHECKED_MAX:
-        _CHECKED.clear()
-    _CHECKED[key] = True
 
 
 def check_tool_choice(raw: Any, tools: Sequence[ToolSpec]) -> str:

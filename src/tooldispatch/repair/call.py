@@ -120,27 +120,50 @@ def repair_call(name: str | None, arguments: Any, tools: Mapping[str, ToolSpec],
             return _unknown(name, tools, arguments)
         spec = tools[resolved]
         repairs.extend(name_repairs)
+    return _repair_arguments(spec.name, arguments, spec.parameters, level, repairs)
+
+
+def repair_arguments(name: str, arguments: Any, schema: Mapping[str, Any], *, level: RepairLevel) -> RepairResult:
+    """Repair the arguments of a call to a known tool against its schema, and validate them.
+
+    :func:`repair_call` without the name resolution, for a caller that already holds the tool.
+
+    Args:
+        name: the declared tool name.
+        arguments: the decoded arguments, as for :func:`repair_call`.
+        schema: the tool's parameters schema.
+        level: as for :func:`repair_call`.
+
+    Raises:
+        ConfigError: the schema is not a valid JSON Schema.
+    """
+    return _repair_arguments(name, arguments, schema, level, [])
+
+
+def _repair_arguments(
+    name: str, arguments: Any, schema: Mapping[str, Any], level: RepairLevel, repairs: list[Repair]
+) -> RepairResult:
     arguments, decoded = _decode_arguments(arguments, level)
     repairs.extend(decoded)
     if not isinstance(arguments, dict):
-        error = f"{spec.name}: arguments must be a JSON object, got {json_type(arguments)}"
+        error = f"{name}: arguments must be a JSON object, got {json_type(arguments)}"
         if isinstance(arguments, str) and level != "none":
             error += " that is not valid JSON"
-        return RepairResult(False, spec.name, None, tuple(repairs), "SchemaMismatch", error)
-    walk = Walk(level, spec.parameters)
-    fixed = repair_value(arguments, spec.parameters, "", walk)
+        return RepairResult(False, name, None, tuple(repairs), "SchemaMismatch", error)
+    walk = Walk(level, schema)
+    fixed = repair_value(arguments, schema, "", walk)
     if not isinstance(fixed, dict):
         # The schema asks for something other than an object at the top (through anyOf or $ref): arguments are
         # always an object, so no repair can meet it.
-        error = f"{spec.name}: the tool's parameters schema does not accept an object, and arguments are always one"
-        return RepairResult(False, spec.name, arguments, tuple(repairs), "SchemaMismatch", error)
+        error = f"{name}: the tool's parameters schema does not accept an object, and arguments are always one"
+        return RepairResult(False, name, arguments, tuple(repairs), "SchemaMismatch", error)
     repairs.extend(walk.repairs)
-    check = fast_check(spec.parameters)
+    check = fast_check(schema)
     if check is not None and check(fixed):
-        return RepairResult(True, spec.name, fixed, tuple(repairs))
-    errors = schema_errors(fixed, spec.parameters, tool=spec.name)
+        return RepairResult(True, name, fixed, tuple(repairs))
+    errors = schema_errors(fixed, schema, tool=name)
     if not errors:
-        return RepairResult(True, spec.name, fixed, tuple(repairs))
+        return RepairResult(True, name, fixed, tuple(repairs))
     parts = []
     for path, message in errors:
         hint = walk.hints.get(path)
@@ -148,5 +171,5 @@ def repair_call(name: str | None, arguments: Any, tools: Mapping[str, ToolSpec],
     for path, hint in walk.hints.items():
         if not any(p == path for p, _ in errors):
             parts.append(f"{path}: {hint}")
-    error = f"{spec.name}: invalid arguments: " + "; ".join(parts)
-    return RepairResult(False, spec.name, fixed, tuple(repairs), "SchemaMismatch", error)
+    error = f"{name}: invalid arguments: " + "; ".join(parts)
+    return RepairResult(False, name, fixed, tuple(repairs), "SchemaMismatch", error)

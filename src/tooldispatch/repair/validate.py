@@ -1,17 +1,22 @@
-"""Validation: a compiled fast check for the valid case, ``jsonschema`` for the verdict and the message.
+"""Validation: one compiled schema per tool, a fast check for the valid case, ``jsonschema`` for the verdict.
 
 Most calls are already valid, so the hot path is a check compiled once per schema from the keywords
 tool schemas use (``type``, ``properties``, ``required``, string ``enum``, bounds, ``items``, local
 ``$ref``, ``anyOf``). It is deliberately stricter than JSON Schema: it only ever answers "valid and
 nothing to repair"; any doubt (an unknown key, ``5.0`` for an integer, an unsupported keyword) sends
-the call down the repair walk, and the final verdict comes from a Draft 2020-12 ``jsonschema``
-validator (cached per schema).
+the call down the repair walk, and the final verdict comes from a ``jsonschema`` validator (Draft 2020-12
+unless the schema's ``$schema`` names another), built the first time a call needs it.
+
+Both live in one :class:`Compiled` per distinct schema, and this module's cache is the only place they are
+kept: the parser, the dispatcher and the proxy all ask :func:`compiled`. A call the parser accepted carries
+a :class:`~tooldispatch.types.Checked` stamp (:func:`stamp`) so that the dispatcher need not validate it again.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import marshal
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -22,16 +27,13 @@ from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.repair.types import resolve_ref
+from tooldispatch.types import Checked
 
 Check = Callable[[Any], bool]
 
 _MAX_GATHERED: Final = 100  # validation errors read before the most telling ones are picked
 _CACHE_LIMIT: Final = 1024
-_validators: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator]] = {}
-_checks: dict[int, tuple[Mapping[str, Any], Check | None]] = {}
-# Second level, by content: a caller that rebuilds equal tool declarations every turn still compiles once.
-_validators_by_content: dict[str, jsonschema.protocols.Validator] = {}
-_checks_by_content: dict[str, Check | None] = {}
+_MARSHAL_VERSION: Final = 2  # every value written in full, no back-references: equal calls, equal bytes
 
 _ANNOTATIONS: Final = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"}
@@ -41,58 +43,124 @@ _MAX_COMPILE_DEPTH: Final = 24
 _REQUIRED: Final = re.compile(r"^'(.+)' is a required property$")
 
 
+class Compiled:
+    """One schema, compiled once: the fast check of the valid case and the ``jsonschema`` validator.
+
+    Attributes:
+        schema: the schema as first given (later equal schemas share this object).
+        check: the compiled "valid and nothing to repair" check, or ``None`` when the schema uses a keyword it
+            does not cover (then every call goes to the validator).
+    """
+
+    __slots__ = ("_validator", "check", "schema")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self.check: Check | None = _compile(schema, schema, 0)
+        self._validator: jsonschema.protocols.Validator | None = None
+
+    def validator(self, *, tool: str = "") -> jsonschema.protocols.Validator:
+        """The ``jsonschema`` validator, built (and the schema checked) the first time it is asked for.
+
+        Args:
+            tool: the name of the tool asking, for the message when the schema is invalid.
+
+        Raises:
+            ConfigError: the schema itself is not a valid JSON Schema.
+        """
+        if self._validator is None:
+            cls = jsonschema.validators.validator_for(self.schema, default=jsonschema.Draft202012Validator)
+            try:
+                cls.check_schema(dict(self.schema))
+            except SchemaError as exc:
+                raise ConfigError(
+                    f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration"
+                ) from exc
+            self._validator = cls(self.schema)
+        return self._validator
+
+    def accepts(self, arguments: Any, *, tool: str = "") -> bool:
+        """Whether ``arguments`` satisfy the schema (the fast check first, the validator when it is not sure).
+
+        Args:
+            arguments: the call's arguments.
+            tool: the name of the tool asking, for the message when the schema is invalid.
+
+        Raises:
+            ConfigError: the schema itself is not a valid JSON Schema.
+        """
+        check = self.check
+        if check is not None and check(arguments):
+            return True
+        return bool(self.validator(tool=tool).is_valid(arguments))
+
+
+# The cache of compiled schemas, by content: a caller that rebuilds equal tool declarations every turn still
+# compiles once. Found first by the identity of the schema object (the hot path: no key to build); an identity
+# entry holds its schema, so an id is never reused while it is cached. A pure cache of immutable results.
+_compiled: dict[str, Compiled] = {}
+_by_identity: dict[int, tuple[Mapping[str, Any], Compiled]] = {}
+
+
+def compiled(schema: Mapping[str, Any]) -> Compiled:
+    """The compiled form of a tool's parameters schema: one per distinct schema, kept in one cache."""
+    hit = _by_identity.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    key = _content_key(schema)
+    found = _compiled.get(key)
+    if found is None:
+        if len(_compiled) >= _CACHE_LIMIT:
+            _compiled.clear()
+            _by_identity.clear()
+        found = _compiled[key] = Compiled(schema)
+    if len(_by_identity) >= _CACHE_LIMIT:
+        _by_identity.clear()
+    _by_identity[id(schema)] = (schema, found)
+    return found
+
+
 def validator_for(schema: Mapping[str, Any], *, tool: str = "") -> jsonschema.protocols.Validator:
-    """Return the cached ``jsonschema`` validator for a schema (Draft 2020-12 unless ``$schema`` says otherwise).
+    """Return the ``jsonschema`` validator of a schema (:meth:`Compiled.validator`).
 
     Raises:
         ConfigError: the schema itself is not a valid JSON Schema.
     """
-    hit = _validators.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    key = _content_key(schema)
-    validator = _validators_by_content.get(key)
-    if validator is None:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            cls.check_schema(dict(schema))
-        except SchemaError as exc:
-            raise ConfigError(
-                f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration"
-            ) from exc
-        validator = cls(schema)
-        _remember(_validators_by_content, key, validator)
-    _remember(_validators, id(schema), (schema, validator))
-    return validator
+    return compiled(schema).validator(tool=tool)
 
 
 def fast_check(schema: Mapping[str, Any]) -> Check | None:
     """Return the compiled "valid and nothing to repair" check for a schema, or ``None`` if it has none."""
-    hit = _checks.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    key = _content_key(schema)
-    if key in _checks_by_content:
-        check = _checks_by_content[key]
-    else:
-        check = _compile(schema, schema, 0)
-        _remember(_checks_by_content, key, check)
-    _remember(_checks, id(schema), (schema, check))
-    return check
+    return compiled(schema).check
+
+
+def stamp(schema: Mapping[str, Any], arguments: Any) -> Checked | None:
+    """The stamp of arguments that satisfy ``schema`` as they are now (``None`` when they cannot be stamped).
+
+    The caller has checked them; the stamp holds the compiled schema and the arguments written with
+    ``marshal``, which tells ``True`` from ``1`` and ``1`` from ``1.0``, so any later change shows.
+    """
+    try:
+        return Checked(compiled(schema), marshal.dumps(arguments, _MARSHAL_VERSION))
+    except ValueError:  # a value marshal cannot write (not JSON): nothing to vouch for
+        return None
+
+
+def still_valid(checked: Checked | None, schema: Compiled, arguments: Any) -> bool:
+    """Whether ``checked`` vouches for ``arguments`` against ``schema``: stamped against it, and unchanged since."""
+    if checked is None or checked.schema is not schema:
+        return False
+    try:
+        return marshal.dumps(arguments, _MARSHAL_VERSION) == checked.arguments
+    except ValueError:
+        return False
 
 
 def _content_key(schema: Mapping[str, Any]) -> str:
     try:
-        return json.dumps(schema, sort_keys=True, default=repr)
+        return json.dumps(schema if type(schema) is dict else dict(schema), sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):
         return f"id:{id(schema)}"
-
-
-def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
-    # Entries hold the schema itself, so an id is never reused while it is cached.
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
-    cache[key] = value
 
 
 def _is_number(value: Any) -> bool:

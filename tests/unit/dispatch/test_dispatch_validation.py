@@ -187,3 +187,91 @@ def test_depth_limit_counts_nested_objects_and_arrays() -> None:
     assert kind == "deep"
     assert path.count("/") == MAX_DEPTH
     assert unreadable({"a": ["ok", {"b\udc00": 1}]}, "arguments") == ("surrogate", "arguments/a/1/b\udc00")
+
+
+def _parsed(reg: Registry, text: str) -> Any:
+    from tooldispatch import parse_tool_calls
+
+    (call,) = parse_tool_calls(text, reg.specs()).calls
+    return call
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "route", "arguments": {"zone": "n", "limit": 1}}</tool_call>',  # the fast lane
+        'I will route.\n<tool_call>\n{"name": "route", "arguments": {"zone": "n", "limit": 1}}\n</tool_call>',
+        '[route(zone="n", limit=1)]',  # the cascade
+    ],
+)
+def test_a_parsed_call_carries_the_stamp_of_its_tool_schema(text: str) -> None:
+    """Every accepted parsed call is stamped against its tool's compiled schema, with its arguments as they were."""
+    from tooldispatch.repair.validate import compiled, still_valid
+
+    reg = Registry()
+    reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True, repair="none")
+    call = _parsed(reg, text)
+    assert call.arguments == {"zone": "n", "limit": 1}
+    assert still_valid(call.checked, compiled(reg["route"].schema), call.arguments)
+
+
+def test_a_stamped_call_is_not_validated_again() -> None:
+    """The dispatcher runs a call whose stamp vouches for these arguments against this tool's schema as it is."""
+    from tooldispatch.repair.validate import stamp
+    from tooldispatch.types import ToolCall
+
+    reg = Registry()
+    reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True, repair="none")
+    forged = {"zone": 5}  # invalid, stamped anyway: only a stamp can let it through
+    call = ToolCall("route", forged, checked=stamp(reg["route"].schema, forged))
+    with Dispatcher(reg) as d:
+        (trusted,) = d.dispatch_many([call])
+        (unstamped,) = d.dispatch_many([("route", {"zone": 5})])
+    assert (trusted.status, trusted.value) == ("ok", {"zone": 5})
+    assert (unstamped.status, unstamped.reason) == ("rejected", "validation")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: a.update(limit="ten"), '/limit: passed "ten" (string), expected integer'),
+        (lambda a: a.update(limit=True), "/limit: passed true (boolean), expected integer"),
+        (lambda a: a.update(zone=None), "/zone: passed null (null), expected string"),
+    ],
+)
+def test_a_call_changed_after_parsing_is_validated(change: Any, message: str) -> None:
+    """Arguments changed in place after parsing (``True`` for ``1`` too) lose the stamp's trust and are checked."""
+    reg = Registry()
+    reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True, repair="none")
+    call = _parsed(reg, '<tool_call>{"name": "route", "arguments": {"zone": "n", "limit": 1}}</tool_call>')
+    change(call.arguments)
+    with Dispatcher(reg) as d:
+        (result,) = d.dispatch_many([call])
+        direct = d.dispatch(call.name, call.arguments, checked=call.checked)
+    assert (result.status, result.reason, json.loads(result.content)["message"]) == ("rejected", "validation", message)
+    assert (direct.status, direct.reason) == ("rejected", "validation")
+
+
+def test_a_stamp_for_another_schema_is_not_trusted() -> None:
+    """A call stamped against one tool's schema is validated when it is dispatched to a tool with another."""
+    from tooldispatch.repair.validate import stamp
+
+    reg = Registry()
+    reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True, repair="none")
+    other = {"type": "object", "properties": {"zone": {"type": "integer"}}}
+    with Dispatcher(reg) as d:
+        result = d.dispatch("route", {"zone": 5}, checked=stamp(other, {"zone": 5}))
+    assert (result.status, result.reason) == ("rejected", "validation")
+
+
+def test_a_parsed_call_with_a_null_optional_runs_without_it() -> None:
+    """A stamped call holding ``null`` for a nullable optional still has it dropped, as an unstamped call does."""
+    reg = Registry()
+    schema = {"type": "object", "properties": {"zone": {"type": "string"}, "note": {"type": ["string", "null"]}}}
+    reg.register("route", lambda **kw: kw, schema=schema, read_only=True, repair="none")
+    call = _parsed(reg, '<tool_call>{"name": "route", "arguments": {"zone": "n", "note": null}}</tool_call>')
+    assert call.checked is not None
+    with Dispatcher(reg) as d:
+        (result,) = d.dispatch_many([call])
+    assert (result.status, result.value) == ("ok", {"zone": "n"})
+    assert [r["kind"] for r in result.trace.repairs] == ["null_optional"]

@@ -85,6 +85,18 @@ def test_equal_schemas_share_one_compiled_check() -> None:
     assert validator_for(copy.deepcopy(ORDER)) is validator_for(copy.deepcopy(ORDER))
 
 
+def test_one_compiled_schema_holds_the_check_and_the_validator() -> None:
+    """The fast check and the jsonschema validator of a schema are the two halves of its one compiled entry."""
+    from types import MappingProxyType
+
+    from tooldispatch.repair.validate import compiled
+
+    entry = compiled(copy.deepcopy(ORDER))
+    assert compiled(MappingProxyType(copy.deepcopy(ORDER))) is entry  # a registry's read-only view: the same entry
+    assert fast_check(copy.deepcopy(ORDER)) is entry.check
+    assert validator_for(copy.deepcopy(ORDER)) is entry.validator()
+
+
 def test_unsupported_keyword_has_no_fast_check() -> None:
     """A schema with a keyword outside the compiled subset is always validated by jsonschema."""
     assert fast_check({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}) is None
