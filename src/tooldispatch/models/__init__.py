@@ -23,8 +23,9 @@ from tooldispatch.models.manifest import (
     parse_manifest,
     read_manifest,
 )
-from tooldispatch.models.quantize import QUANT_FTYPES, ModelInfo, info, quantize, quantize_file
-from tooldispatch.models.store import ModelSpec, cache_dir, parse_spec, pull, resolve, verify
+from tooldispatch.models.pull import pull, quantize
+from tooldispatch.models.quantize import QUANT_FTYPES, ModelInfo, info, quantize_file
+from tooldispatch.models.store import ModelSpec, cache_dir, parse_spec, resolve, verify
 
 __all__ = [
     "QUANT_FTYPES",

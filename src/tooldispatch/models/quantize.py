@@ -1,6 +1,7 @@
-"""Derive quantizations locally with llama.cpp, and report what a GGUF file really holds.
+"""Quantize GGUF files with llama.cpp, and report what a GGUF file really holds.
 
-``quantize`` requantizes an already-quantized file (``allow_requantize``); the result is labelled as such.
+``quantize_file`` requantizes an already-quantized file (``allow_requantize``); ``pull.quantize`` uses it to
+make a manifest's derived quantizations, and labels the result as requantized.
 SmolLM2-135M (width 576), Gemma 3 270M (640) and Qwen2.5-0.5B (896) have rows that are not multiples of 256,
 so K-quant and IQ targets fall back to other types per tensor; the record beside each file keeps the real
 per-tensor types read back from its header.
@@ -14,7 +15,6 @@ source file) and ``llama-quantize --imatrix``, built from the same vendored sour
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -24,20 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from tooldispatch import packaged
 from tooldispatch.errors import BackendUnavailable, ConfigError, ModelNotFoundError
 from tooldispatch.models.gguf import LLAMA_FTYPES, GGUFError, read_header
 from tooldispatch.models.manifest import IMATRIX_TYPES, LADDER_TYPES
 from tooldispatch.models.store import (
-    ModelSpec,
     parse_spec,
-    pull,
     read_record,
     sha256_file,
-    verify,
     write_record,
 )
 
@@ -153,11 +147,6 @@ def quantize_with_imatrix(src: Path, dst: Path, target: str, imatrix: Path, *, n
         raise
 
 
-def _source_spec(target: ModelSpec) -> ModelSpec:
-    base = target.manifest.quantization(target.quant.derived_from)
-    return ModelSpec(manifest=target.manifest, quant=base)
-
-
 def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = None, verbose: bool = False) -> None:
     """Quantize ``src`` into ``dst`` with ``llama_model_quantize`` (requantizing allowed).
 
@@ -191,89 +180,6 @@ def quantize_file(src: Path, dst: Path, target: str, *, nthread: int | None = No
     if rc != 0:
         dst.unlink(missing_ok=True)
         raise BackendUnavailable(f"llama_model_quantize({src.name} -> {target}) failed with code {rc}")
-
-
-def quantize(
-    spec: str,
-    target: str | None = None,
-    *,
-    force: bool = False,
-    nthread: int | None = None,
-    progress: bool = True,
-    console: Console | None = None,
-    imatrix_chunks: int = IMATRIX_CHUNKS,
-) -> Path:
-    """Make a derived quantization listed in a model's manifest (``name@Q8_0``).
-
-    ``quantize("smollm2-135m-instruct@Q8_0")`` and ``quantize("smollm2-135m-instruct", "Q8_0")`` are the same.
-    The source quantization is pulled first when missing. An existing verified result is kept unless
-    ``force``. The record next to the file labels it as requantized from its source and keeps its real
-    per-tensor types. Importance-matrix types compute the source's matrix first (cached beside it), on
-    ``imatrix_chunks`` chunks of 512 tokens of the calibration text.
-
-    Returns:
-        The new file's path.
-
-    Raises:
-        ConfigError: the quantization is not a derived one in the manifest.
-        ModelNotFoundError: the source could not be pulled.
-        BackendUnavailable: llama.cpp is missing or failed.
-    """
-    wanted = parse_spec(f"{spec}@{target}" if target else spec)
-    if wanted.quant.source != "derived":
-        raise ConfigError(
-            f"{wanted.text} is not derived locally (source {wanted.quant.source!r}); "
-            f"use: tooldispatch models pull {wanted.text}"
-        )
-    if not force and wanted.path.is_file():
-        with contextlib.suppress(ModelNotFoundError):
-            return verify(wanted)
-    source = _source_spec(wanted)
-    src_path = pull(source.text, progress=progress, console=console)
-    dst = wanted.path
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
-    imatrix = None
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console or Console(stderr=True),
-        disable=not progress,
-    ) as bar:
-        try:
-            if wanted.quant.name in IMATRIX_FTYPES:
-                bar.add_task(f"importance matrix of {source.text} (llama-imatrix)", total=None)
-                imatrix = importance_matrix(src_path, nthread=nthread, chunks=imatrix_chunks)
-                bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize, imatrix)", total=None)
-                quantize_with_imatrix(src_path, tmp, wanted.quant.name, imatrix, nthread=nthread)
-            else:
-                bar.add_task(f"quantize {source.text} -> {wanted.quant.name} (requantize)", total=None)
-                quantize_file(src_path, tmp, wanted.quant.name, nthread=nthread)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a half-written file must not be mistaken for a result
-            raise
-        os.replace(tmp, dst)
-        digest = sha256_file(dst)
-    try:
-        import llama_cpp  # for the version label; the importance-matrix route runs without it
-
-        engine = f"llama-cpp-python {llama_cpp.__version__}"
-    except ImportError:
-        engine = "llama.cpp tools"
-    write_record(
-        dst,
-        digest,
-        source="derived",
-        derived_from=source.text,
-        requantized=True,
-        label=f"requantized from {source.quant.name}",
-        tensor_types=read_header(dst).type_histogram(),
-        imatrix=str(imatrix) if imatrix is not None else None,
-        source_sha256=(read_record(src_path) or {}).get("sha256"),
-        engine=engine,
-    )
-    return dst
 
 
 @dataclass(frozen=True, slots=True)

