@@ -8,8 +8,9 @@ One seam (``StateStore``), two stores: ``SQLiteStore`` (one file, the embedded d
 
 from tooldispatch.store.base import SchemaReport, StateStore
 from tooldispatch.store.migrations import MIGRATIONS, Migration, register_migration
+from tooldispatch.store.redact import redact
 from tooldispatch.store.sqlite import SQLiteStore, Store
-from tooldispatch.store.url import ENV_VAR, open_store, redact
+from tooldispatch.store.url import ENV_VAR, open_store
 
 __all__ = [
     "ENV_VAR",

@@ -39,7 +39,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from tooldispatch.errors import ConfigError, StoreUnavailable
 from tooldispatch.store.base import Dialect, Params, SchemaReport
 from tooldispatch.store.migrations import MIGRATIONS, apply_pending, plan, refuse_newer, schema_report
-from tooldispatch.store.url import redact
+from tooldispatch.store.redact import redact
 
 _MIGRATION_LOCK = 0x7464_6D67  # "tdmg": the advisory lock key taken while migrating
 _SCHEME = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9]+)?://", re.IGNORECASE)  # postgres://, postgresql+psycopg://

@@ -5,48 +5,27 @@
 Any other ``scheme://`` is refused with a message naming what is served, so a URL never silently becomes a
 file path. The command line takes the same value from ``--store`` or ``TOOLDISPATCH_STORE``.
 
-``redact`` is how a URL is shown: the password (in the URL or its query) is replaced by ``***``.
+A URL is shown through ``redact`` (``store/redact.py``): its password becomes ``***``.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.store.base import StateStore
+from tooldispatch.store.redact import URL, redact
 
 ENV_VAR = "TOOLDISPATCH_STORE"
 """The environment variable the command line reads the store from when ``--store`` is not given."""
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _POSTGRES = re.compile(r"^postgres(?:ql)?(?:\+[A-Za-z0-9]+)?:", re.IGNORECASE)
 
 
 def is_postgres(target: str | Path) -> bool:
     """Whether ``target`` names a PostgreSQL store."""
     return isinstance(target, str) and _POSTGRES.match(target) is not None
-
-
-def redact(target: str) -> str:
-    """``target`` as it may be shown: a URL's password (in its netloc or query) becomes ``***``."""
-    if not _URL.match(target):
-        return target
-    try:
-        parts = urlsplit(target)
-    except ValueError:
-        return target.split("://", 1)[0] + "://***"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, sep, _ = userinfo.partition(":")
-        netloc = f"{user}:***@{hostport}" if sep else f"{userinfo}@{hostport}"
-    query = parts.query
-    if query:
-        pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
-        query = urlencode(pairs, safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def open_store(target: str | Path | StateStore, *, readonly: bool = False, validate: bool = True) -> StateStore:
@@ -75,7 +54,7 @@ def open_store(target: str | Path | StateStore, *, readonly: bool = False, valid
         return PostgresStore(text, readonly=readonly, validate=validate)
     if text.lower().startswith("sqlite:"):
         raise ConfigError(f"the store {text!r} is a SQLite URL; pass the file's path itself (e.g. state.db)")
-    if _URL.match(text) or text.lower().startswith(("mysql:", "mariadb:")):
+    if URL.match(text) or text.lower().startswith(("mysql:", "mariadb:")):
         scheme = text.split(":", 1)[0]
         raise ConfigError(
             f"the store {redact(text)} uses {scheme!r}, which tooldispatch does not serve; pass a SQLite file "
