@@ -12,7 +12,7 @@ from tooldispatch.errors import BackendUnavailable, ConfigError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from tooldispatch.bench.backend import BackendReport, DecodeRow
+    from tooldispatch.bench.backend_report import BackendReport, DecodeRow
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -77,7 +77,7 @@ def tables(report: BackendReport) -> list[Table]:
 
 
 def _paired(a: DecodeRow, b: DecodeRow) -> float | None:
-    from tooldispatch.bench.backend import paired_ratio
+    from tooldispatch.bench.backend_report import paired_ratio
 
     return paired_ratio(a.rates(), b.rates())
 

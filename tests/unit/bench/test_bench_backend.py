@@ -17,22 +17,24 @@ import tooldispatch.bench.backend as bench_backend_module
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench.backend import (
     NO_SERVER_NOTE,
-    BackendReport,
-    DecodeRow,
-    DecodeSample,
     LlamaServer,
-    OverheadRow,
-    Settings,
     agent_overhead,
     backend_sample,
     bare_sample,
     decode_request,
     find_llama_server,
+    scripted_turns,
+)
+from tooldispatch.bench.backend_report import (
+    BackendReport,
+    DecodeRow,
+    DecodeSample,
+    OverheadRow,
+    Settings,
     median,
     paired_ratio,
     ratio,
     schedule,
-    scripted_turns,
     targets,
 )
 from tooldispatch.cli import backend_bench
