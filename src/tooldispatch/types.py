@@ -103,14 +103,14 @@ class Checked:
     (``tooldispatch.repair.validate.still_valid``); any other call it validates.
 
     Attributes:
-        schema: the compiled schema the arguments satisfied (``tooldispatch.repair.validate.Compiled``).
+        schema: the parameters schema the arguments satisfied.
         arguments: the arguments as they were then, written with ``marshal``.
     """
 
-    schema: object
+    schema: Mapping[str, Any]
     arguments: bytes
 
-    def __init__(self, schema: object, arguments: bytes) -> None:
+    def __init__(self, schema: Mapping[str, Any], arguments: bytes) -> None:
         self.schema = schema
         self.arguments = arguments
 

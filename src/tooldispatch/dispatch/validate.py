@@ -186,9 +186,14 @@ def validate_args(tool: ToolDef, args: Any, *, checked: Checked | None = None) -
     Returns:
         A ``Validation``; ``errors`` is empty when the call may run.
     """
-    schema = compiled(tool.schema)
-    if checked is not None and type(args) is dict and None not in args.values() and still_valid(checked, schema, args):
+    if (
+        checked is not None
+        and type(args) is dict
+        and None not in args.values()
+        and still_valid(checked, tool.schema, args)
+    ):
         return Validation(args=dict(args))
+    schema = compiled(tool.schema)
     if args is None:
         args = {}
     if not isinstance(args, Mapping):

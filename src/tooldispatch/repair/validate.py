@@ -52,12 +52,14 @@ class Compiled:
             does not cover (then every call goes to the validator).
     """
 
-    __slots__ = ("_validator", "check", "schema")
+    schema: Mapping[str, Any]
+    check: Check | None
+    _validator: jsonschema.protocols.Validator | None
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.schema = schema
-        self.check: Check | None = _compile(schema, schema, 0)
-        self._validator: jsonschema.protocols.Validator | None = None
+        self.check = _compile(schema, schema, 0)
+        self._validator = None
 
     def validator(self, *, tool: str = "") -> jsonschema.protocols.Validator:
         """The ``jsonschema`` validator, built (and the schema checked) the first time it is asked for.
@@ -137,18 +139,21 @@ def fast_check(schema: Mapping[str, Any]) -> Check | None:
 def stamp(schema: Mapping[str, Any], arguments: Any) -> Checked | None:
     """The stamp of arguments that satisfy ``schema`` as they are now (``None`` when they cannot be stamped).
 
-    The caller has checked them; the stamp holds the compiled schema and the arguments written with
-    ``marshal``, which tells ``True`` from ``1`` and ``1`` from ``1.0``, so any later change shows.
+    The caller has checked them; the stamp holds the schema and the arguments written with ``marshal``,
+    which tells ``True`` from ``1`` and ``1`` from ``1.0``, so any later change shows.
     """
     try:
-        return Checked(compiled(schema), marshal.dumps(arguments, _MARSHAL_VERSION))
+        return Checked(schema, marshal.dumps(arguments, _MARSHAL_VERSION))
     except ValueError:  # a value marshal cannot write (not JSON): nothing to vouch for
         return None
 
 
-def still_valid(checked: Checked | None, schema: Compiled, arguments: Any) -> bool:
-    """Whether ``checked`` vouches for ``arguments`` against ``schema``: stamped against it, and unchanged since."""
-    if checked is None or checked.schema is not schema:
+def still_valid(checked: Checked | None, schema: Mapping[str, Any], arguments: Any) -> bool:
+    """Whether ``checked`` vouches for ``arguments`` against ``schema``: stamped against it (or an equal schema),
+    and unchanged since."""
+    if checked is None:
+        return False
+    if checked.schema is not schema and compiled(checked.schema) is not compiled(schema):
         return False
     try:
         return marshal.dumps(arguments, _MARSHAL_VERSION) == checked.arguments
