@@ -215,6 +215,21 @@ def test_a_parsed_call_carries_the_stamp_of_its_tool_schema(text: str) -> None:
     assert still_valid(call.checked, reg["route"].schema, call.arguments)
 
 
+def test_a_streamed_call_carries_the_stamp_of_its_tool_schema() -> None:
+    """A call the stream parser reports as ready is stamped as the whole-text parser stamps it."""
+    from tooldispatch.parsing.stream import CallReady, StreamParser
+    from tooldispatch.repair.validate import still_valid
+
+    reg = Registry()
+    reg.register("route", lambda **kw: kw, schema=SCHEMA, read_only=True, repair="none")
+    parser = StreamParser(reg.specs())
+    text = 'Routing.\n<tool_call>{"name": "route", "arguments": {"zone": "n", "limit": 1}}</tool_call>'
+    events = [e for i in range(0, len(text), 7) for e in parser.feed(text[i : i + 7])] + list(parser.close("stop"))
+    (call,) = [e.call for e in events if isinstance(e, CallReady)]
+    assert call.arguments == {"zone": "n", "limit": 1}
+    assert still_valid(call.checked, reg["route"].schema, call.arguments)
+
+
 def test_a_stamped_call_is_not_validated_again() -> None:
     """The dispatcher runs a call whose stamp vouches for these arguments against this tool's schema as it is."""
     from tooldispatch.repair.validate import stamp
