@@ -43,6 +43,7 @@ from tooldispatch.types import (
     RepairSpec,
     Stage,
     ToolCall,
+    call_key,
 )
 
 _LEVELS: Final[frozenset[str]] = frozenset({"bounded", "lossless", "none"})
@@ -160,8 +161,8 @@ def _parse(
     removed = [raw.span for raw in outside]
     if natives:
         # A server that extracted calls may also leave them in the text: count each once.
-        native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
-        outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
+        native_keys = {call_key(raw.name, raw.arguments) for raw, _ in natives}
+        outside = [raw for raw in outside if raw.name is None or call_key(raw.name, raw.arguments) not in native_keys]
     inside: list[RawCall] = []
     if not natives and not outside and split.has_reasoning:
         view = split.view("reasoning")
@@ -305,13 +306,6 @@ def _undoubled(view: str, inner: tuple[int, int], specs: Mapping[str, ToolSpec])
         raw.arguments_text, raw.decode_error, raw.truncated, (*raw.lenient, FIX_DOUBLED_BRACES), raw.flags,
         raw.unearned,
     )  # fmt: skip
-
-
-def _key(name: str | None, arguments: Any) -> str:
-    try:
-        return f"{name}\x00{arguments!r}"
-    except RecursionError:
-        return f"{name}\x00{id(arguments)}"
 
 
 def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSpec | None) -> RepairLevel:

@@ -36,17 +36,13 @@ from tooldispatch.backends.base import (
 )
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, ContentText, ReasoningEnded, ReasoningText, StreamParser
-from tooldispatch.proxy.guard import FLAG, answered_calls, call_key, mark
+from tooldispatch.proxy.guard import FLAG, answered_calls, mark
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.translate import ProxyRequest, new_id, tool_call_json, usage_json
 from tooldispatch.proxy.turn import finish_of, with_rejected
-from tooldispatch.types import ParseOutcome, ToolCall
+from tooldispatch.types import ParseOutcome, ToolCall, call_key
 
 DONE = b"data: [DONE]\n\n"
-
-
-def _key(call: ToolCall) -> str:
-    return f"{call.name}\x00{json.dumps(call.arguments, sort_keys=True)}"
 
 
 class SseTurn:
@@ -253,9 +249,9 @@ class SseTurn:
             held, self._after_held = "".join(self._after_held), []
             out.extend(self._content_chunk(held))
         final = outcome.calls if self.request.parallel else outcome.calls[:1]
-        sent = Counter(_key(c) for c in self._sent + self._held)
+        sent = Counter(call_key(c.name, c.arguments) for c in self._sent + self._held)
         for call in final:
-            key = _key(call)
+            key = call_key(call.name, call.arguments)
             if sent[key]:
                 sent[key] -= 1
             else:
