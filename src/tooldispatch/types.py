@@ -64,10 +64,11 @@ def canonical_arguments(arguments: object) -> str:
     no other value has.
     """
     if isinstance(arguments, str):
+        text = arguments
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(text)
         except (ValueError, RecursionError):
-            return arguments
+            return text
     try:
         return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
     except RecursionError:
