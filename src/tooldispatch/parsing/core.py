@@ -57,7 +57,6 @@ _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _OWN_KIND_FIXES: Final = frozenset({FIX_DOUBLED_BRACES})  # tolerances recorded as a Repair of their own kind
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
-_REASONING_OR_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")
 _STRING_FIX: Final = (FIX_ARGUMENTS_STRING,)  # the tolerance of arguments written as a JSON string
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.models.manifest import Reasoning
+from tooldispatch.parsing import lane
 from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing.reasoning import REASONING_TAGS, MarkerSplitter, split_reasoning
 
@@ -125,3 +126,10 @@ def test_the_streaming_splitter_reads_the_same_table() -> None:
         MarkerSplitter(Reasoning(open="<r>", close="</r>"))
     with pytest.raises(ConfigError, match=r"set \[reasoning\] open/close to one of <think>…</think>"):
         MarkerSplitter(Reasoning(open="<think>", close="</reasoning>"))
+
+
+def test_the_strict_lane_steps_aside_for_every_reasoning_tag() -> None:
+    """Every tag of the table holds a marker that sends the text from the strict lane to the cascade's split."""
+    for marker in (*REASONING_TAGS, *REASONING_TAGS.values()):
+        assert any(token in marker for token in (*lane._FOREIGN, *lane._THINK)), marker
+        assert any(token in marker for token in lane._TOKENS), marker
