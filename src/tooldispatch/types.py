@@ -10,6 +10,7 @@ not frozen ones, because they are built for every parsed call: a frozen dataclas
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -54,6 +55,35 @@ RepairSpec = RepairLevel | Mapping[str, RepairLevel]
 FLAG_IN_REASONING: Final = "in_reasoning"
 FLAG_NO_CALL: Final = "no_call"
 FLAG_IN_PROSE: Final = "in_prose"
+
+
+def canonical_arguments(arguments: object) -> str:
+    """A call's arguments as canonical JSON: keys sorted, non-ASCII kept, a JSON string decoded first.
+
+    Arguments that JSON cannot write keep their ``repr``; arguments nested too deeply to write get a text
+    no other value has.
+    """
+    if isinstance(arguments, str):
+        text = arguments
+        try:
+            arguments = json.loads(text)
+        except (ValueError, RecursionError):
+            return text
+    try:
+        return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)
+    except RecursionError:
+        return f"<nested too deeply: {id(arguments)}>"
+    except (TypeError, ValueError):  # keys of mixed types, a circular value
+        return repr(arguments)
+
+
+def call_key(name: str | None, arguments: object) -> str:
+    """A call's identity: its name and its :func:`canonical_arguments`.
+
+    Two calls with the same key make the same request of the same tool. The agent, the parser, the proxy and
+    the benchmark all tell calls apart with it.
+    """
+    return f"{name}\x00{canonical_arguments(arguments)}"
 
 
 @dataclass(init=False, slots=True)

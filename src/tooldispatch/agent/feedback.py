@@ -15,11 +15,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tooldispatch.agent.records import call_key
 from tooldispatch.dispatch import DispatchResult
 from tooldispatch.repair.validate import schema_errors
 from tooldispatch.toolspec import ToolSpec
-from tooldispatch.types import Candidate, ParseOutcome, Repair, ToolCall
+from tooldispatch.types import Candidate, ParseOutcome, Repair, ToolCall, call_key
 
 REPEAT_NOTE = (
     "This is the same call you sent last turn, refused for the same reason: change it as the message says "

@@ -29,7 +29,7 @@ from tooldispatch.agent.feedback import (
     unusable_output_feedback,
     without_extra_arguments,
 )
-from tooldispatch.agent.records import AgentRun, Budget, EndReason, Stuck, ToolRun, Turn, call_key
+from tooldispatch.agent.records import AgentRun, Budget, EndReason, Stuck, ToolRun, Turn
 from tooldispatch.agent.repeat import Answered, answer_text, held_note, refused_attempts
 from tooldispatch.agent.stuck import stuck_evidence
 from tooldispatch.backends.base import Backend, ChatRequest, Completion, ContentDelta, Event, collect
@@ -39,7 +39,7 @@ from tooldispatch.errors import BackendError, ConfigError, ContextWindowExceeded
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, StreamParser
 from tooldispatch.toolspec import ToolSpec
-from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
+from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall, call_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,11 +13,6 @@ from tooldispatch.types import ParseOutcome, ToolCall
 EndReason = Literal["final_answer", "max_turns", "max_tokens", "wall_time", "context_window", "backend_error", "stuck"]
 """Why a run stopped. Only ``final_answer`` means the model finished (``AgentRun.answered_by`` says how);
 ``stuck``: the run made no progress (``AgentRun.stuck`` holds the evidence, ``agent/stuck.py``)."""
-
-
-def call_key(name: str | None, arguments: Any) -> str:
-    """One text per call: its name and arguments (keys sorted), to find the same call again."""
-    return json.dumps([name, arguments], sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from tooldispatch.agent.records import Held, ToolRun, call_key
+from tooldispatch.agent.records import Held, ToolRun
 from tooldispatch.dispatch import Registry
 from tooldispatch.toolspec import ToolSpec
-from tooldispatch.types import ParseOutcome, ToolCall
+from tooldispatch.types import ParseOutcome, ToolCall, call_key
 
 
 class Answered:

@@ -14,9 +14,11 @@ last two: a poll is bounded by the turn budget, not by this detector. The check 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 
-from tooldispatch.agent.records import Stuck, Turn, call_key
+from tooldispatch.agent.records import Stuck, Turn
+from tooldispatch.types import ToolCall, call_key
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -24,15 +26,21 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _calls(turn: Turn) -> tuple[tuple[str, str, str], ...]:
-    """The turn's model calls with their results (the dispatcher's own refreshes left out), sorted."""
+def _calls(turn: Turn) -> tuple[tuple[str, str, str, str], ...]:
+    """The turn's model calls (their key, status, result and how the evidence shows them), sorted; the
+    dispatcher's own refreshes are left out."""
     return tuple(
         sorted(
-            (call_key(r.call.name, r.call.arguments), r.result.status, r.result.content)
+            (call_key(r.call.name, r.call.arguments), r.result.status, r.result.content, _shown(r.call))
             for r in turn.tool_runs
             if "auto_refresh" not in r.call.flags
         )
     )
+
+
+def _shown(call: ToolCall) -> str:
+    """A call as the evidence shows it: ``["name", {arguments}]``."""
+    return json.dumps([call.name, call.arguments], sort_keys=True, default=str)
 
 
 def _rejections(turn: Turn) -> set[str]:
@@ -82,7 +90,7 @@ def stuck_evidence(
             return Stuck("same_output", indices, _short(text))
         calls = _calls(last[0])
         if calls and not any(_polls(t, polling) for t in last) and all(_calls(t) == calls for t in last):
-            what = "; ".join(f"{key} -> {status}" for key, status, _ in calls)
+            what = "; ".join(f"{shown} -> {status}" for _, status, _, shown in calls)
             return Stuck("same_calls", indices, _short(what))
     if idle_turns is not None and len(turns) >= idle_turns:
         last = turns[-idle_turns:]

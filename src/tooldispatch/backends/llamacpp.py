@@ -45,9 +45,9 @@ from tooldispatch.errors import (
 from tooldispatch.models.gguf import GGUFError, GGUFHeader, read_header
 from tooldispatch.models.manifest import Manifest, Reasoning, list_models, load_manifest
 from tooldispatch.models.store import parse_spec, resolve
+from tooldispatch.parsing.reasoning import MarkerSplitter
 from tooldispatch.prompting.formats import get_format
 from tooldispatch.prompting.grammar import LazyGrammar, lazy_tool_call_grammar, tool_call_grammar
-from tooldispatch.prompting.markers import MarkerSplitter
 from tooldispatch.prompting.prompt import render_prompt
 from tooldispatch.prompting.template import ChatTemplate, template_source
 

@@ -37,7 +37,7 @@ from tooldispatch.errors import ConfigError
 from tooldispatch.policy import ToolPolicy
 from tooldispatch.repair import repair_call
 from tooldispatch.toolspec import ToolSpec, normalize_tools
-from tooldispatch.types import ACCEPTED_BUCKETS, ParseOutcome
+from tooldispatch.types import ACCEPTED_BUCKETS, ParseOutcome, canonical_arguments
 
 CORPUS_DIR = Path("tests/fixtures/corpus")
 """Where the labelled corpus lives in a checkout (the command runs from the repository root)."""
@@ -69,8 +69,8 @@ class Record:
 
 
 def call_key(name: str, arguments: Any) -> CallKey:
-    """Return the comparable form of a call."""
-    return name, json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    """Return the comparable form of a call: its name and its canonical arguments (``types.call_key``'s parts)."""
+    return name, canonical_arguments(arguments)
 
 
 def load_corpus(directory: Path) -> list[Record]:

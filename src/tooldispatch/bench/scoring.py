@@ -1,6 +1,7 @@
 """Scoring one raw output five ways, and a cell of outputs into rates.
 
-For every output the same raw text is turned into calls by:
+For every output the same raw text (with the reasoning the engine split off, handed over as ``reasoning=``) is
+turned into calls by:
 
 - ``strict``: tooldispatch's strict stage only (documented formats, native calls), no repair;
 - ``fallback``: strict plus the tolerant fallback, no repair;
@@ -48,7 +49,8 @@ BUCKETS: tuple[str, ...] = (
 _ACCEPTED_ORDER = {"ok_strict": 0, "ok_fallback": 1, "repaired": 2}
 
 ParseFn = Callable[..., ParseOutcome]
-"""``parse_tool_calls``-compatible: ``(text, tools, *, native_calls, finish_reason, tool_format, repair)``."""
+"""``parse_tool_calls``-compatible: ``(text, tools, *, reasoning, native_calls, finish_reason, tool_format,
+repair)``."""
 
 Call = tuple[str, Mapping[str, Any]]
 
@@ -133,7 +135,12 @@ def score_output(
         specs, _ = safe_tool_names(specs)
     tools = policy.declare(specs)
     natives = [dict(c) for c in record.native_calls] or None
-    common: dict[str, Any] = {"native_calls": natives, "finish_reason": record.finish_reason}
+    # The reasoning the engine split off is handed over apart, as the agent and the proxy hand it over.
+    common: dict[str, Any] = {
+        "reasoning": record.reasoning,
+        "native_calls": natives,
+        "finish_reason": record.finish_reason,
+    }
     bare = fn(record.text, tools, repair="none", **common)
     full = fn(record.text, tools, repair=None, **common)  # each tool's own level, as the policy declares it
     calls: dict[str, list[Call]] = {

@@ -13,6 +13,8 @@ from typing import Final
 
 import regex
 
+from tooldispatch.parsing.reasoning import REASONING_TAGS
+
 # Every pattern below is searched without the regex package's timeout: each alternative matches a bounded
 # number of characters, so a search is linear in the text (and reading the clock would double its cost).
 
@@ -20,8 +22,9 @@ import regex
 # bounded, so a partial match at the end of the text is held back only briefly, and re-searching the held
 # text as it grows stays linear overall (the cascade's tag pattern allows any run of spaces; here a run is
 # at most 16 long).
-_STATIC_TRIGGERS: Final = r"""
-    (?P<think><think>|\[THINK\]|<seed:think>)
+_STATIC_TRIGGERS: Final = (
+    f"(?P<think>{'|'.join(re.escape(opener) for opener in REASONING_TAGS)})"
+    + r"""
   | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
   | (?P<harmony_junk><\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>)
   | (?P<python_start><\|python_start\|>)
@@ -37,10 +40,9 @@ _STATIC_TRIGGERS: Final = r"""
   | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
   | (?P<brace>\{)
 """
+)
 _REASONING_CLOSERS: Final = {
-    "<think>": r"</think>",
-    "[THINK]": r"\[/THINK\]",
-    "<seed:think>": r"</seed:think>",
+    **{opener: re.escape(closer) for opener, closer in REASONING_TAGS.items()},
     "harmony": r"<\|end\|>|<\|start\|>",
 }
 _CLOSER_PATTERNS: Final = {closer: regex.compile(closer) for closer in _REASONING_CLOSERS.values()}
@@ -84,7 +86,7 @@ _NOTHING: Final[frozenset[str]] = frozenset()
 # Openers and closers that are plain literals: while the held text is a prefix of one, the trigger search
 # would only say "partial match at the start", so it is skipped.
 _LITERAL_OPENERS: Final = ("<tool_call>", "<think>")
-_LITERAL_CLOSERS: Final = {r"</think>": "</think>", r"\[/THINK\]": "[/THINK]", r"</seed:think>": "</seed:think>"}
+_LITERAL_CLOSERS: Final = {re.escape(closer): closer for closer in REASONING_TAGS.values()}
 _NO_STEPS: Final[dict[str, _Step]] = {}  # shared, never changed
 _HOLD: Final = 32  # single characters of plain text gathered into one event (a newline releases them sooner)
 _NEWLINE: Final = frozenset("\n")

@@ -43,6 +43,7 @@ from tooldispatch.types import (
     RepairSpec,
     Stage,
     ToolCall,
+    call_key,
 )
 
 _LEVELS: Final[frozenset[str]] = frozenset({"bounded", "lossless", "none"})
@@ -56,7 +57,6 @@ _WRAPPER_FIXES: Final = frozenset({FIX_UNCLOSED, FIX_FENCE, FIX_TAG})
 _OWN_KIND_FIXES: Final = frozenset({FIX_DOUBLED_BRACES})  # tolerances recorded as a Repair of their own kind
 _TAG_ONLY_FORMATS: Final = frozenset({"auto", "hermes", "qwen", "hermes_list"})
 _JSON_FORMATS: Final = frozenset({"auto", "llama3_json", "llama3", "json"})
-_REASONING_OR_TOKENS: Final = ("<|", "<｜", "think>", "THINK]")
 _STRING_FIX: Final = (FIX_ARGUMENTS_STRING,)  # the tolerance of arguments written as a JSON string
 
 
@@ -160,8 +160,8 @@ def _parse(
     removed = [raw.span for raw in outside]
     if natives:
         # A server that extracted calls may also leave them in the text: count each once.
-        native_keys = {_key(raw.name, raw.arguments) for raw, _ in natives}
-        outside = [raw for raw in outside if raw.name is None or _key(raw.name, raw.arguments) not in native_keys]
+        native_keys = {call_key(raw.name, raw.arguments) for raw, _ in natives}
+        outside = [raw for raw in outside if raw.name is None or call_key(raw.name, raw.arguments) not in native_keys]
     inside: list[RawCall] = []
     if not natives and not outside and split.has_reasoning:
         view = split.view("reasoning")
@@ -305,13 +305,6 @@ def _undoubled(view: str, inner: tuple[int, int], specs: Mapping[str, ToolSpec])
         raw.arguments_text, raw.decode_error, raw.truncated, (*raw.lenient, FIX_DOUBLED_BRACES), raw.flags,
         raw.unearned,
     )  # fmt: skip
-
-
-def _key(name: str | None, arguments: Any) -> str:
-    try:
-        return f"{name}\x00{arguments!r}"
-    except RecursionError:
-        return f"{name}\x00{id(arguments)}"
 
 
 def _level_for(name: str | None, specs: Mapping[str, ToolSpec], repair: RepairSpec | None) -> RepairLevel:

@@ -16,6 +16,11 @@ Four dialects are recognised:
 The result is a list of segments over the original text, so every later stage can report spans in
 the caller's coordinates. ``content_view``/``reasoning_view`` give same-length copies of the text where
 everything else is blanked out with spaces.
+
+:class:`MarkerSplitter` is the same split while the output streams, for a backend that hands reasoning and
+content over apart (``ReasoningDelta``/``ContentDelta``): it reads one family's tags, from the same table
+(:data:`REASONING_TAGS`). Reasoning handed over apart reaches the parser as ``reasoning=`` (or
+``StreamParser.feed_reasoning``), never put back into the text.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import bisect
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
+from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing.formats._common import (
     TOOL_CALL_CLOSE,
@@ -40,11 +46,15 @@ SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
 _Splitter = Callable[[int, int, bool], list[Segment]]
 
-_TAG_PAIRS: Final[tuple[tuple[str, str], ...]] = (
-    ("<think>", "</think>"),
-    ("[THINK]", "[/THINK]"),
-    ("<seed:think>", "</seed:think>"),
-)
+REASONING_TAGS: Final[dict[str, str]] = {
+    "<think>": "</think>",
+    "[THINK]": "[/THINK]",
+    "<seed:think>": "</seed:think>",
+}
+"""The reasoning blocks written as tags, opener to closer: the one table that :func:`split_reasoning`, the
+streaming :class:`MarkerSplitter` and the stream parser's reasoning mode (``parsing._stream_tables``) read."""
+
+_TAG_PAIRS: Final[tuple[tuple[str, str], ...]] = tuple(REASONING_TAGS.items())
 
 _H_START: Final = "<|start|>"
 _H_CHANNEL: Final = "<|channel|>"
@@ -298,3 +308,85 @@ def _merge(segments: Iterable[Segment]) -> list[Segment]:
         else:
             out.append((s, e, k))
     return out
+
+
+class ReasoningMarkers(Protocol):
+    """A family's reasoning tags (``models.manifest.Reasoning``)."""
+
+    @property
+    def open(self) -> str: ...
+
+    @property
+    def close(self) -> str: ...
+
+    @property
+    def starts_open(self) -> bool: ...
+
+
+class MarkerSplitter:
+    """Split streamed text into reasoning and content at one family's reasoning tags.
+
+    Only a block that opens the output counts as reasoning (or the whole start, when the template already
+    opened it). Markers split across deltas are held back until they can be decided.
+
+    Args:
+        markers: the family's reasoning tags (``[reasoning] open/close/starts_open`` of its manifest), a pair
+            of :data:`REASONING_TAGS`.
+
+    Raises:
+        ConfigError: the tags are not a pair the parser reads.
+    """
+
+    def __init__(self, markers: ReasoningMarkers) -> None:
+        if REASONING_TAGS.get(markers.open) != markers.close:
+            known = ", ".join(f"{o}…{c}" for o, c in _TAG_PAIRS)
+            raise ConfigError(
+                f"reasoning markers {markers.open}…{markers.close} are not ones the parser reads; "
+                f"set [reasoning] open/close to one of {known}"
+            )
+        self._open = markers.open
+        self._close = markers.close
+        self._state = "reasoning" if markers.starts_open else "start"
+        self._buf = ""
+
+    def feed(self, text: str) -> list[tuple[str, str]]:
+        """Take a delta; return ``(kind, text)`` pieces, kind ``reasoning``, ``end`` or ``content``."""
+        self._buf += text
+        out: list[tuple[str, str]] = []
+        while True:
+            if self._state == "start":
+                stripped = self._buf.lstrip()
+                if not stripped or (self._open.startswith(stripped) and stripped != self._open):
+                    return out
+                if stripped.startswith(self._open):
+                    self._buf = stripped[len(self._open) :]
+                    self._state = "reasoning"
+                else:
+                    self._state = "content"
+            elif self._state == "reasoning":
+                i = self._buf.find(self._close)
+                if i >= 0:
+                    if i:
+                        out.append(("reasoning", self._buf[:i]))
+                    out.append(("end", ""))
+                    self._buf = self._buf[i + len(self._close) :]
+                    self._state = "content"
+                    continue
+                keep = next((k for k in range(len(self._close) - 1, 0, -1) if self._buf.endswith(self._close[:k])), 0)
+                ready = self._buf[: len(self._buf) - keep]
+                if ready:
+                    out.append(("reasoning", ready))
+                self._buf = self._buf[len(ready) :]
+                return out
+            else:
+                if self._buf:
+                    out.append(("content", self._buf))
+                self._buf = ""
+                return out
+
+    def flush(self) -> list[tuple[str, str]]:
+        """Return what is held back at the end of the stream."""
+        rest, self._buf = self._buf, ""
+        if not rest:
+            return []
+        return [("reasoning" if self._state == "reasoning" else "content", rest)]

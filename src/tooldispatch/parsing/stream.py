@@ -1,7 +1,9 @@
 """Incremental parsing of a streamed model output.
 
-:class:`StreamParser` is fed text deltas and answers each with events: reasoning text, the moment reasoning
-ended, content that is safe to show, and each tool call as soon as its closing marker arrives.
+:class:`StreamParser` is fed text deltas and answers each with events (``parsing.stream_events``): reasoning
+text, the moment reasoning ended, content that is safe to show, and each tool call as soon as its closing marker
+arrives. Reasoning the backend split off is handed over apart (:meth:`StreamParser.feed_reasoning`), as
+``reasoning=`` is to ``parse_tool_calls``; reasoning written in the text (``<think>…</think>``) is split here.
 
 How it stays linear: the parser keeps a scan position and looks only at new text. Plain content passes
 through; text that may start a call (``<``, ``<tool``, ``[TOOL_``, ``{``, a declared tool name before ``(``,
@@ -9,7 +11,7 @@ through; text that may start a call (``<``, ``<tool``, ``[TOOL_``, ``{``, a decl
 tag or token, or the bracket that balances its first one) with a small state machine over the new text only,
 and then that segment alone goes through :func:`~tooldispatch.parsing.core.parse_tool_calls`. The tables
 and the trie are in :mod:`tooldispatch.parsing._stream_tables`. :attr:`StreamParser.outcome`, set by
-:meth:`StreamParser.close`, is ``parse_tool_calls(whole_text, ...)`` with the same options.
+:meth:`StreamParser.close`, is ``parse_tool_calls(whole_text, reasoning=handed_over, ...)`` with the same options.
 
 Known limits of the early reports (the final outcome is always exact): calls found only inside the
 reasoning, bare JSON and python calls (whose standing in prose only the whole text shows), calls after
@@ -26,7 +28,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Container
-from dataclasses import dataclass
 from typing import Final
 
 import regex
@@ -88,72 +89,14 @@ from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.earned import refused_before
 from tooldispatch.parsing.fallback import is_wrapper_name
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE
+from tooldispatch.parsing.stream_events import CallReady, ContentText, ReasoningEnded, ReasoningText, StreamEvent
 from tooldispatch.toolspec import ToolsInput, normalize_tools
 from tooldispatch.types import ParseOutcome, RepairSpec, ToolCall
 
 __all__ = ["CallReady", "ContentText", "ReasoningEnded", "ReasoningText", "StreamEvent", "StreamParser"]
 
 
-@dataclass(init=False, slots=True)
-class ReasoningText:
-    """Reasoning text, markers removed.
-
-    Attributes:
-        text: the new reasoning text.
-    """
-
-    text: str
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-@dataclass(init=False, slots=True)
-class ReasoningEnded:
-    """The reasoning block closed (``</think>``, ``[/THINK]``, the end of harmony's analysis message).
-
-    Attributes:
-        t: ``time.monotonic()`` when the closing marker arrived.
-    """
-
-    t: float
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-
-@dataclass(init=False, slots=True)
-class ContentText:
-    """Content that is safe to show: it cannot be part of a tool call.
-
-    Attributes:
-        text: the new content text.
-    """
-
-    text: str
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-@dataclass(init=False, slots=True)
-class CallReady:
-    """A complete, valid tool call.
-
-    Attributes:
-        call: the call, with the id it has in the final outcome (``call_0``, ``call_1``, ...).
-    """
-
-    call: ToolCall
-
-    def __init__(self, call: ToolCall) -> None:
-        self.call = call
-
-
-StreamEvent = ReasoningText | ReasoningEnded | ContentText | CallReady
-
 _NO_EVENTS: Final[tuple[StreamEvent, ...]] = ()
-"""Every event :class:`StreamParser` emits."""
 
 
 class StreamParser:
@@ -168,7 +111,7 @@ class StreamParser:
     Example::
 
         parser = StreamParser(tools)
-        for delta in deltas:
+        for delta in deltas:  # reasoning the backend split off goes to ``parser.feed_reasoning``
             for event in parser.feed(delta):
                 ...
         events = parser.close(finish_reason)
@@ -210,6 +153,7 @@ class StreamParser:
         self._content_stops_nl = self._content_stops | _NEWLINE
         self._last = ""  # the last character given out as content (a name must not continue a word)
         self._chunks: list[str] = []
+        self._given: list[str] = []  # the reasoning handed over apart (``feed_reasoning``)
         self._pending = ""
         self._mode = _REASONING if reasoning_open else _CONTENT
         self._reasoning_closer = _CLOSER_PATTERNS[_REASONING_CLOSERS["<think>"]]
@@ -304,6 +248,25 @@ class StreamParser:
                     self._set_quiet(None)
                 return released
         return self._feed(delta)
+
+    def feed_reasoning(self, delta: str) -> tuple[StreamEvent, ...]:
+        """Take reasoning the backend split off (the text of a ``ReasoningDelta``); it is never read as content.
+
+        It reaches :attr:`outcome` as ``parse_tool_calls(..., reasoning=...)``: a call written in it is recovered,
+        flagged ``in_reasoning``, at :meth:`close` when no call stands outside it.
+
+        Returns:
+            The delta as one ``ReasoningText`` (nothing for an empty delta).
+
+        Raises:
+            RuntimeError: the parser was already closed.
+        """
+        if self._mode == _CLOSED:
+            raise RuntimeError("StreamParser.feed_reasoning() after close(); start a new StreamParser for a new output")
+        if not delta:
+            return _NO_EVENTS
+        self._given.append(delta)
+        return (ReasoningText(delta),)
 
     def _word_char(self, char: str) -> tuple[StreamEvent, ...]:
         """Take one ASCII character after a word that may begin a declared name (see ``_word_at``).
@@ -560,6 +523,7 @@ class StreamParser:
         self._outcome = parse_tool_calls(
             whole,
             self._specs,
+            reasoning="".join(self._given),
             tool_format=self._tool_format,
             reasoning_open=self._reasoning_open,
             finish_reason=finish_reason,

@@ -16,26 +16,15 @@ user turn; that is why it is off by default.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
 from tooldispatch.proxy.translate import ProxyRequest
-from tooldispatch.types import ToolCall
+from tooldispatch.types import ToolCall, call_key
 
 HEADER: Final = "x-tooldispatch-repeat-guard"
 FLAG: Final = "repeat_guard"
-
-
-def call_key(name: str, arguments: Any) -> str:
-    """A call's identity: its name and its arguments as canonical JSON (a JSON string decoded first)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return f"{name}\x00{arguments}"
-    return f"{name}\x00{json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=repr)}"
 
 
 def answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:

@@ -2,7 +2,8 @@
 
 ``SseTurn`` turns the upstream's events into ``chat.completion.chunk`` events as they arrive:
 
-- reasoning deltas go out at once (as ``reasoning_content`` and ``reasoning``);
+- reasoning deltas go out at once (as ``reasoning_content`` and ``reasoning``); the parser takes them apart from
+  the content (``StreamParser.feed_reasoning``), as the agent and the whole-answer path hand reasoning over;
 - content goes through a ``StreamParser``, which holds back only what may still start a tool call; what it
   lets go goes out at once;
 - the end of the reasoning goes out at once as an empty content delta, even while the text after it is held;
@@ -36,17 +37,13 @@ from tooldispatch.backends.base import (
 )
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, ContentText, ReasoningEnded, ReasoningText, StreamParser
-from tooldispatch.proxy.guard import FLAG, answered_calls, call_key, mark
+from tooldispatch.proxy.guard import FLAG, answered_calls, mark
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.translate import ProxyRequest, new_id, tool_call_json, usage_json
 from tooldispatch.proxy.turn import finish_of, with_rejected
-from tooldispatch.types import ParseOutcome, ToolCall
+from tooldispatch.types import ParseOutcome, ToolCall, call_key
 
 DONE = b"data: [DONE]\n\n"
-
-
-def _key(call: ToolCall) -> str:
-    return f"{call.name}\x00{json.dumps(call.arguments, sort_keys=True)}"
 
 
 class SseTurn:
@@ -69,8 +66,9 @@ class SseTurn:
         self._meta["model"] = model
         self._head = (json.dumps(self._meta)[:-1] + ', "choices": [{"index": 0, ').encode()
         self._parser = StreamParser(request.tools) if request.parses else None
-        self._text: list[str] = []  # what the parser read (reasoning in its markers, then content)
-        self._upstream_reasoning = False  # inside reasoning the upstream split off (fed to the parser in markers)
+        self._text: list[str] = []  # the content the parser read
+        self._given: list[str] = []  # the reasoning the upstream split off, handed to the parser apart
+        self._upstream_reasoning = False  # inside reasoning the upstream split off
         self._reasoning_shown = False
         self._natives: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
         self._native_done = 0
@@ -115,7 +113,7 @@ class SseTurn:
     def feed(self, event: Event) -> list[bytes]:
         """The chunks one upstream event completes (often one, sometimes none)."""
         if isinstance(event, ContentDelta):
-            out = self._close_upstream_reasoning()
+            out = self._end_upstream_reasoning()
             if self._parser is None:
                 self._content.append(event.text)
                 out.append(self.chunk({"content": event.text}))
@@ -124,21 +122,16 @@ class SseTurn:
             out.extend(self._parsed(self._parser.feed(event.text)))
             return out
         if isinstance(event, ReasoningDelta):
-            out = []
-            if self._parser is not None:
-                if not self._upstream_reasoning:
-                    self._upstream_reasoning = True
-                    self._text.append("<think>")
-                    self._parser.feed("<think>")
-                self._text.append(event.text)
-                self._parser.feed(event.text)  # already shown below; the parser only needs to have read it
-            self._reasoning.append(event.text)
-            out.append(self.chunk({"reasoning_content": event.text, "reasoning": event.text}))
-            return out
+            if self._parser is None:
+                self._reasoning.append(event.text)
+                return [self.chunk({"reasoning_content": event.text, "reasoning": event.text})]
+            self._upstream_reasoning = True
+            self._given.append(event.text)
+            return self._parsed(self._parser.feed_reasoning(event.text))
         if isinstance(event, ReasoningEnd):
             if self._parser is None:
                 return self._reasoning_end()
-            return self._close_upstream_reasoning()
+            return self._end_upstream_reasoning()
         if isinstance(event, ToolCallDelta):
             return self._native(event)
         if isinstance(event, Usage):
@@ -153,13 +146,12 @@ class SseTurn:
         self._reasoning_shown = True
         return [self.chunk({"content": ""})]
 
-    def _close_upstream_reasoning(self) -> list[bytes]:
-        if not self._upstream_reasoning or self._parser is None:
+    def _end_upstream_reasoning(self) -> list[bytes]:
+        """The end of the reasoning the upstream split off: at its ``ReasoningEnd``, its first content, or the end."""
+        if not self._upstream_reasoning:
             return []
-        self._text.append("</think>")
-        out = self._parsed(self._parser.feed("</think>"))
         self._upstream_reasoning = False
-        return out
+        return self._reasoning_end()
 
     def _parsed(self, events: tuple[Any, ...]) -> list[bytes]:
         out: list[bytes] = []
@@ -173,9 +165,8 @@ class SseTurn:
             elif isinstance(ev, CallReady):
                 out.extend(self._send(ev.call))
             elif isinstance(ev, ReasoningText):
-                if not self._upstream_reasoning:  # reasoning written in the content (``<think>`` in the text)
-                    self._reasoning.append(ev.text)
-                    out.append(self.chunk({"reasoning_content": ev.text, "reasoning": ev.text}))
+                self._reasoning.append(ev.text)
+                out.append(self.chunk({"reasoning_content": ev.text, "reasoning": ev.text}))
             elif isinstance(ev, ReasoningEnded):
                 out.extend(self._reasoning_end())
         return out
@@ -245,7 +236,7 @@ class SseTurn:
         out: list[bytes] = []
         if self._parser is None:
             return out
-        out.extend(self._close_upstream_reasoning())
+        out.extend(self._end_upstream_reasoning())
         closing = self._parser.close(finish_reason)
         out.extend(self._parsed(tuple(e for e in closing if not isinstance(e, CallReady))))
         outcome = self._final(finish_reason)
@@ -253,9 +244,9 @@ class SseTurn:
             held, self._after_held = "".join(self._after_held), []
             out.extend(self._content_chunk(held))
         final = outcome.calls if self.request.parallel else outcome.calls[:1]
-        sent = Counter(_key(c) for c in self._sent + self._held)
+        sent = Counter(call_key(c.name, c.arguments) for c in self._sent + self._held)
         for call in final:
-            key = _key(call)
+            key = call_key(call.name, call.arguments)
             if sent[key]:
                 sent[key] -= 1
             else:
@@ -348,7 +339,11 @@ class SseTurn:
             return outcome
         natives = [c.to_openai() for c in self._native_calls(sorted(self._natives))]
         return parse_tool_calls(
-            "".join(self._text), self.request.tools, native_calls=natives, finish_reason=finish_reason
+            "".join(self._text),
+            self.request.tools,
+            reasoning="".join(self._given),
+            native_calls=natives,
+            finish_reason=finish_reason,
         )
 
     def raw_output(self) -> dict[str, Any]:

@@ -1,9 +1,8 @@
 """One model turn through the proxy, non-streamed: collect the upstream's output, parse it, answer.
 
-The text given to the parser is the content with the reasoning the upstream split off put back in front of
-it in ``<think>`` markers (as the agent loop does), so a call the model wrote inside its reasoning is still
-recovered and flagged; the streamed path (``stream``) feeds the parser the same text, so both answer the
-same calls.
+The parser reads the content, and the reasoning the upstream split off is handed to it apart (``reasoning=``,
+as the agent loop does), so a call the model wrote inside its reasoning is still recovered and flagged; the
+streamed path (``stream``) hands the parser the same content and reasoning, so both answer the same calls.
 """
 
 from __future__ import annotations
@@ -23,16 +22,12 @@ from tooldispatch.proxy.upstream import Upstream
 from tooldispatch.types import ParseOutcome, ToolCall
 
 
-def parse_text(content: str, reasoning: str) -> str:
-    """The text the parser reads: the split-off reasoning back in its markers, then the content."""
-    return f"<think>{reasoning}</think>{content}" if reasoning else content
-
-
 def outcome_of(request: ProxyRequest, completion: Completion) -> ParseOutcome:
     """Parse a whole turn with the request's tools (the upstream's native calls are repaired and validated)."""
     return parse_tool_calls(
-        parse_text(completion.content, completion.reasoning),
+        completion.content,
         request.tools,
+        reasoning=completion.reasoning,
         native_calls=[c.to_openai() for c in completion.native_calls] or None,
         finish_reason=completion.finish_reason,
     )

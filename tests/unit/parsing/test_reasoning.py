@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tooldispatch.parsing.reasoning import split_reasoning
+import pytest
+
+from tooldispatch.errors import ConfigError
+from tooldispatch.models.manifest import Reasoning
+from tooldispatch.parsing import lane
+from tooldispatch.parsing._markers import scan_markers
+from tooldispatch.parsing.reasoning import REASONING_TAGS, MarkerSplitter, split_reasoning
 
 
 def test_think_block_is_reasoning_and_the_rest_is_content() -> None:
@@ -99,3 +105,31 @@ def test_a_call_written_inside_a_think_block_stays_reasoning() -> None:
     call = '<tool_call>{"name": "f", "arguments": {"q": "[THINK]"}}</tool_call>'
     split = split_reasoning(f"<think>plan {call}</think>done")
     assert (split.reasoning, split.content) == (f"plan {call}", "done")
+
+
+def test_every_reasoning_tag_is_split_and_scanned() -> None:
+    """Each pair of the one marker table is a reasoning block to the whole-text split and to the marker scan."""
+    for opener, closer in REASONING_TAGS.items():
+        text = f"{opener}plan{closer}Done."
+        assert {opener, closer} <= scan_markers(text)
+        split = split_reasoning(text)
+        assert (split.reasoning, split.content) == ("plan", "Done.")
+
+
+def test_the_streaming_splitter_reads_the_same_table() -> None:
+    """MarkerSplitter splits at every pair of the table and refuses tags the whole-text split would not read."""
+    for opener, closer in REASONING_TAGS.items():
+        splitter = MarkerSplitter(Reasoning(open=opener, close=closer))
+        out = splitter.feed(f"{opener}plan{closer}Done.") + splitter.flush()
+        assert out == [("reasoning", "plan"), ("end", ""), ("content", "Done.")]
+    with pytest.raises(ConfigError, match=r"reasoning markers <r>…</r> are not ones the parser reads"):
+        MarkerSplitter(Reasoning(open="<r>", close="</r>"))
+    with pytest.raises(ConfigError, match=r"set \[reasoning\] open/close to one of <think>…</think>"):
+        MarkerSplitter(Reasoning(open="<think>", close="</reasoning>"))
+
+
+def test_the_strict_lane_steps_aside_for_every_reasoning_tag() -> None:
+    """Every tag of the table holds a marker that sends the text from the strict lane to the cascade's split."""
+    for marker in (*REASONING_TAGS, *REASONING_TAGS.values()):
+        assert any(token in marker for token in (*lane._FOREIGN, *lane._THINK)), marker
+        assert any(token in marker for token in lane._TOKENS), marker

@@ -551,3 +551,19 @@ def test_dsml_and_seed_calls_are_reported_when_their_closer_arrives(
     events = before + at_closer + [e for ch in text[cut:] for e in parser.feed(ch)] + list(parser.close())
     assert content_of(events) == content
     assert "".join(e.text for e in events if isinstance(e, ReasoningText)) == reasoning
+
+
+def test_reasoning_handed_over_apart_reaches_the_outcome_as_reasoning() -> None:
+    """feed_reasoning gives reasoning back as text, never reads it as content; close() parses it as reasoning=."""
+    parser = StreamParser(TOOLS)
+    events = [*parser.feed_reasoning("I will call "), *parser.feed_reasoning(HERMES), *parser.feed_reasoning("")]
+    assert events == [ReasoningText("I will call "), ReasoningText(HERMES)]
+    events = [*parser.feed("Let me check."), *parser.close("stop")]
+    assert parser.outcome == parse_tool_calls("Let me check.", TOOLS, reasoning=f"I will call {HERMES}")
+    assert parser.outcome is not None
+    assert [(c.name, c.arguments, sorted(c.flags)) for c in parser.outcome.calls] == [
+        ("get_weather", {"city": "Paris"}, ["in_reasoning"])
+    ]
+    assert events == [ContentText("Let me check."), CallReady(parser.outcome.calls[0])]  # reported at close
+    with pytest.raises(RuntimeError, match=r"feed_reasoning\(\) after close\(\)"):
+        parser.feed_reasoning("more")
