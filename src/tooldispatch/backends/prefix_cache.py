@@ -9,8 +9,9 @@ Qwen2.5-Coder-0.5B on two cores). :class:`PrefixCache` keeps the displaced conte
   and the last logits) with the tokens it holds, taken just before a request would discard more than
   :data:`MIN_REUSE_TOKENS` of the live context. Nothing is saved while one conversation runs alone.
 * **Lookup**: the saved state that shares the longest prefix with the new prompt; it is restored when it
-  covers at least :data:`MIN_REUSE_TOKENS` more of the prompt than the live context does, and
-  ``Llama.generate`` then evaluates only the rest (it trims what the prompt does not share).
+  covers at least :data:`MIN_REUSE_TOKENS` more of the prompt than the live context does, up to
+  :data:`MIN_REPLAY_TOKENS` before the prompt's end, and ``Llama.generate`` then evaluates only the rest (it
+  trims what the prompt does not share).
 * **Bound**: least recently used states are dropped once the held bytes pass ``limit_bytes``; a state
   larger than the bound is not kept, and a state whose tokens are a prefix of a newer one is dropped (the
   newer one serves every prompt the older one would).
@@ -39,6 +40,14 @@ the 0.5B, or some twenty 4,000-token agent conversations of the 0.5B (about 48 M
 
 MIN_REUSE_TOKENS = 64
 """Fewer tokens than this are cheaper to evaluate again than to save and restore a context for."""
+
+MIN_REPLAY_TOKENS = 32
+"""A restore keeps the saved prefix only up to this many tokens before the prompt's end, and those tokens are
+evaluated again in one batch. llama.cpp's CPU kernels take other paths for batches of a few tokens than for a
+prompt's batch (the low bits of the logits differ), so a restore that left one or two tokens to evaluate could
+turn a greedy near-tie the other way: on Qwen2.5-Coder-0.5B a conversation's first turn asked again gave
+another tool name when 1 or 2 tokens were evaluated after the restore, and the cache-off answer with 16 or more.
+Evaluating 32 tokens again costs a fraction of a second next to the thousands a restore saves."""
 
 MB = 1024 * 1024
 
@@ -192,18 +201,19 @@ class PrefixCache:
         if not self.enabled:
             return live_shared
         hit = self.longest(tokens)
-        restore = hit is not None and hit[1] - live_shared >= self.min_reuse_tokens
+        # A restored prefix stops MIN_REPLAY_TOKENS short of the prompt's end (see the constant).
+        keep = 0 if hit is None else min(hit[1], len(tokens) - MIN_REPLAY_TOKENS)
+        restore = hit is not None and keep - live_shared >= self.min_reuse_tokens
         if live_n - live_shared >= self.min_reuse_tokens:
             saved = _save(llm, live, self.limit_bytes)
             if saved is not None:
                 self.put(saved)
         if not restore or hit is None:
             return live_shared
-        state, shared = hit
-        _load(llm, state)
+        _load(llm, hit[0], keep)
         self._restores += 1
-        self._restored_tokens += shared
-        return shared
+        self._restored_tokens += keep
+        return keep
 
 
 def _save(llm: Any, tokens: array[int], limit_bytes: int) -> SavedState | None:
@@ -220,13 +230,13 @@ def _save(llm: Any, tokens: array[int], limit_bytes: int) -> SavedState | None:
     return SavedState(tokens=tokens, data=data, size=written)
 
 
-def _load(llm: Any, state: SavedState) -> None:
+def _load(llm: Any, state: SavedState, keep: int) -> None:
+    """Restore ``state`` and mark its first ``keep`` tokens as the live context (``generate`` drops the rest)."""
     import llama_cpp  # present: the model is loaded
 
     if int(llama_cpp.llama_state_set_data(llm.ctx, state.data, state.size)) != state.size:
         raise RuntimeError("llama.cpp could not restore a saved context state")
-    n = len(state.tokens)
-    llm.input_ids[:n] = state.tokens
-    llm.n_tokens = n
+    llm.input_ids[:keep] = state.tokens[:keep]
+    llm.n_tokens = keep
     # As ``Llama.load_state`` does: the restored logits are not sampled from; ``generate`` replays a token.
     llm._requires_eval = True
