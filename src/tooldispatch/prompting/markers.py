@@ -6,7 +6,7 @@ opens the output counts as reasoning, or the whole start when the chat template 
 
 from __future__ import annotations
 
-from tooldispatch.models.manifest import Reasoning
+from tooldispatch.types import Reasoning
 
 
 class MarkerSplitter:
