@@ -14,6 +14,7 @@ from typing import Final
 import regex
 
 from tooldispatch.parsing.formats import DECLARED
+from tooldispatch.parsing.formats._format import Format
 
 # Every pattern below is searched without the regex package's timeout: each alternative matches a bounded
 # number of characters, so a search is linear in the text (and reading the clock would double its cost).
@@ -22,17 +23,17 @@ _SELF_HANDLED: Final = frozenset({"open_ended", "harmony", "harmony_junk"})
 """Segment kinds the stream parser handles itself (no closer): held to the end of the output, harmony headers."""
 
 
-def _openers() -> str:
+def _openers(declared: tuple[Format, ...]) -> str:
     """The formats' own segment openers (``Format.stream_openers``), one group per kind, in declaration order.
 
     Raises:
         ValueError: a format opens a kind that nothing closes (a format module's mistake).
     """
     groups: dict[str, list[str]] = {}
-    for f in DECLARED:
+    for f in declared:
         for kind, pattern in f.stream_openers:
             groups.setdefault(kind, []).append(pattern)
-    closed = {kind for f in DECLARED for kind, _ in f.stream_closers}
+    closed = {kind for f in declared for kind, _ in f.stream_closers}
     for kind in groups:
         if kind not in closed and kind not in _SELF_HANDLED:
             raise ValueError(f"stream segments of kind {kind!r} are opened but never closed; declare a closer for it")
@@ -47,7 +48,7 @@ def _openers() -> str:
 _STATIC_TRIGGERS: Final = (
     r"""
     (?P<think><think>|\[THINK\]|<seed:think>)"""
-    + _openers()
+    + _openers(DECLARED)
     + r"""
   | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]{0,16}[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]{0,16}\|?>)
   | (?P<fence>```)

@@ -84,10 +84,11 @@ _AUTO_BY_MARKER: Final[dict[str, tuple[int, ...]]] = {
 
 def _other_names(declared: tuple[Format, ...]) -> dict[str, tuple[Format, ...]]:
     """Each other name a format declares (and each of its prompt formats' names) → the formats it selects."""
+    names = {f.name for f in declared}
     out: dict[str, list[Format]] = {}
     for f in declared:
         for name in (*f.other_names, *(p.name for p in f.prompts)):
-            if name in FORMATS and name != f.name:
+            if name in names and name != f.name:
                 raise ValueError(f"{f.name!r} declares {name!r}, the name of another format; remove it from one")
             if name != f.name and f not in out.setdefault(name, []):
                 out[name].append(f)
