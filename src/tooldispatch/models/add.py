@@ -33,7 +33,7 @@ from tooldispatch.models.store import _progress, sha256_file, write_record
 from tooldispatch.prompting.formats import FORMATS
 from tooldispatch.prompting.template import ChatTemplate
 
-FAMILY_FORMATS: Mapping[str, str] = {family: name for name, fmt in FORMATS.items() for family in fmt.prompt.families}
+FAMILY_FORMATS: Mapping[str, str] = {family: name for name, fmt in FORMATS.items() for family in fmt.families}
 """The prompt format for a template that renders no tools, by ``general.architecture`` (each prompt format's
 ``families``); ``hermes`` otherwise (the format most open models were tuned on)."""
 

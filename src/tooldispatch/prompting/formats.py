@@ -23,57 +23,40 @@ from dataclasses import dataclass
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing.formats import PROMPT_FORMATS
-from tooldispatch.parsing.formats._format import CallGrammar, CallList, PromptFormat
+from tooldispatch.parsing.formats._format import CallGrammar, CallList
 from tooldispatch.toolspec import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
 class ToolFormat:
-    """One tool prompt format, with the strict format that parses what it asks for.
+    """One tool prompt format, as its format module declares it, with the format that parses its calls.
 
     Attributes:
-        prompt: the declaration (``parsing.formats._format.PromptFormat``).
+        name: the format name used in manifests.
+        system: renders the system-prompt block for a list of tools.
+        calls: renders an assistant turn's calls as text.
+        result: wraps one tool result for a user turn.
         parser_format: the ``tool_format`` name ``parse_tool_calls`` reads this syntax with.
+        arguments_key: the key holding arguments in JSON call objects (``arguments`` or ``parameters``).
+        grammar: how a constrained-decoding grammar writes the calls.
+        families: the GGUF architectures whose template-less models get this format.
     """
 
-    prompt: PromptFormat
+    name: str
+    system: Callable[[Sequence[ToolSpec]], str]
+    calls: Callable[[CallList], str]
+    result: Callable[[str], str]
     parser_format: str
-
-    @property
-    def name(self) -> str:
-        """The format name used in manifests."""
-        return self.prompt.name
-
-    @property
-    def system(self) -> Callable[[Sequence[ToolSpec]], str]:
-        """Renders the system-prompt block for a list of tools."""
-        return self.prompt.system
-
-    @property
-    def calls(self) -> Callable[[CallList], str]:
-        """Renders an assistant turn's calls as text."""
-        return self.prompt.calls
-
-    @property
-    def result(self) -> Callable[[str], str]:
-        """Wraps one tool result for a user turn."""
-        return self.prompt.result
-
-    @property
-    def arguments_key(self) -> str:
-        """The key holding arguments in JSON call objects (``arguments`` or ``parameters``)."""
-        return self.prompt.arguments_key
-
-    @property
-    def grammar(self) -> CallGrammar:
-        """How a constrained-decoding grammar writes the calls."""
-        return self.prompt.grammar
+    arguments_key: str
+    grammar: CallGrammar
+    families: tuple[str, ...]
 
 
 FORMATS: Mapping[str, ToolFormat] = {
-    name: ToolFormat(prompt, fmt.name) for name, (prompt, fmt) in PROMPT_FORMATS.items()
+    name: ToolFormat(p.name, p.system, p.calls, p.result, f.name, p.arguments_key, p.grammar, p.families)
+    for name, (p, f) in PROMPT_FORMATS.items()
 }
-"""Every prompt format by name, as the format modules declare them."""
+"""Every prompt format by name, as the format modules declare them (``Format.prompts``)."""
 
 
 def get_format(name: str) -> ToolFormat:
