@@ -64,7 +64,7 @@ _REASONING_CLOSERS: Final = {
 }
 _CLOSER_PATTERNS: Final = {closer: regex.compile(closer) for closer in _REASONING_CLOSERS.values()}
 _TAG_CLOSE: Final = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
-_CLOSERS: Final = {
+_CLOSERS: Final[dict[str, re.Pattern[str]]] = {
     **{kind: re.compile(pattern) for f in DECLARED for kind, pattern in f.stream_closers},
     "fence": re.compile(re.escape("```")),
 }

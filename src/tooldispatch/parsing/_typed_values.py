@@ -28,7 +28,7 @@ from tooldispatch.repair import resolve_name
 from tooldispatch.repair.types import declared_types, is_mapping, json_type, resolve_ref
 from tooldispatch.toolspec import ToolSpec
 
-XML_VALUE_FORMATS: Final = frozenset(f.name for f in DECLARED if f.text_values)
+XML_VALUE_FORMATS: Final[frozenset[str]] = frozenset(f.name for f in DECLARED if f.text_values)
 """The formats whose values are text typed by the schema (``Format.text_values``)."""
 FIX_ESCAPED_QUOTES: Final = "escaped_quotes"
 """The tolerance of a JSON value whose quotes were escaped as if inside a string (``{\\"k\\": 1}``)."""

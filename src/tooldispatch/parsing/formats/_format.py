@@ -23,7 +23,7 @@ PY_LIST: Final = "[call("
 """Pseudo-marker: a ``[name(`` list start, as in ``[get_weather(city="Paris")]``."""
 JSON_START: Final = "{start"
 """Pseudo-marker: the text's first non-blank character is ``{``."""
-PSEUDO_MARKERS: Final = frozenset({PY_LIST, JSON_START})
+PSEUDO_MARKERS: Final[frozenset[str]] = frozenset({PY_LIST, JSON_START})
 """Markers that are not literal text; ``parsing._markers.scan_markers`` looks for each in its own way."""
 
 CallList = Sequence[tuple[str, Mapping[str, Any]]]

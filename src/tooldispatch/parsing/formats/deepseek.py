@@ -138,7 +138,7 @@ def _extend(
     return start, end
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name="deepseek",
     find=find,
     markers=MARKERS,

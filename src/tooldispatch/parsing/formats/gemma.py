@@ -104,7 +104,7 @@ def _tool_output(content: str) -> str:
     return f"```tool_output\n{content}\n```"
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,

@@ -259,7 +259,7 @@ def split_glued(name: str, arguments: dict[str, Any], declared: list[str]) -> tu
     return best, {(first_key if k == "" else k): v for k, v in arguments.items()}
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,

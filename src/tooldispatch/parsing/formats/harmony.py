@@ -117,7 +117,7 @@ def _first(*positions: int) -> int:
     return min(found) if found else -1
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,

@@ -93,7 +93,7 @@ def _list_calls(calls: CallList) -> str:
     return "<tool_call>" + dumps([{"name": n, "arguments": dict(a)} for n, a in calls]) + "</tool_call>"
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,

@@ -82,5 +82,5 @@ def _section_end(text: str, end: int) -> int:
     return after + len(_SECTION_END) if text.startswith(_SECTION_END, after) else end
 
 
-DECLARATION: Final = Format(name=FORMAT, find=find, markers=MARKERS, other_names=("kimi",))
+DECLARATION: Final[Format] = Format(name=FORMAT, find=find, markers=MARKERS, other_names=("kimi",))
 """Kimi K2: tool-call sections (held by the stream parser as ``<|…|>`` tags)."""

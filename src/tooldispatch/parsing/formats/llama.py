@@ -239,7 +239,7 @@ def _json_calls(calls: CallList) -> str:
     return "; ".join(dumps({"name": n, "parameters": dict(a)}) for n, a in calls)
 
 
-DECLARATION_LLAMA4: Final = Format(
+DECLARATION_LLAMA4: Final[Format] = Format(
     name=FORMAT_LLAMA4,
     find=find_llama4,
     markers=MARKERS_LLAMA4,
@@ -249,7 +249,7 @@ DECLARATION_LLAMA4: Final = Format(
 )
 """Llama 4: a call list between ``<|python_start|>`` and ``<|python_end|>``."""
 
-DECLARATION_LLAMA3: Final = Format(
+DECLARATION_LLAMA3: Final[Format] = Format(
     name=FORMAT_LLAMA3,
     find=find_llama3,
     markers=MARKERS_LLAMA3,

@@ -201,7 +201,7 @@ def _named_payload(text: str, token: int, p: int, region: int) -> tuple[list[Raw
     return [call], stop
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,

@@ -421,7 +421,7 @@ def _calls(calls: CallList) -> str:
     return "[" + ", ".join(py_call(n, a) for n, a in calls) + "]"
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,

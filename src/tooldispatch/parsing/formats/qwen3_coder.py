@@ -39,7 +39,7 @@ def find(text: str) -> list[RawCall]:
     return find_xml_calls(text, DIALECT)
 
 
-DECLARATION: Final = Format(
+DECLARATION: Final[Format] = Format(
     name=FORMAT,
     find=find,
     markers=MARKERS,
