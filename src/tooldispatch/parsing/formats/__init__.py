@@ -131,10 +131,9 @@ def select_formats(text: str, tool_format: str, markers: frozenset[str] | None =
             from tooldispatch.parsing._markers import scan_markers  # the marker table is built from this module
 
             markers = scan_markers(text)
-        present = markers
         # Usually one or two markers are present: look up their formats rather than test every format.
         ranks: set[int] = set()
-        for marker in present:
+        for marker in markers:
             ranks.update(_AUTO_BY_MARKER.get(marker, ()))
         return [_AUTO[rank] for rank in sorted(ranks)]
     named = FORMATS.get(tool_format)
