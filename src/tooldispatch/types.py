@@ -1,4 +1,4 @@
-"""Plain data shared by every layer: parsed calls, repairs, parse outcomes.
+"""Plain data shared by every layer: parsed calls, repairs, parse outcomes, a family's reasoning markers.
 
 These are the values that cross seams (parser → dispatcher → agent loop → bench), so they are
 small and JSON-friendly through ``to_dict``. Treat them as read-only. They are plain slotted dataclasses,
@@ -6,6 +6,7 @@ not frozen ones, because they are built for every parsed call: a frozen dataclas
 ``object.__setattr__`` and costs about four times as much to build (0.66 µs against 0.16 µs for
 ``ToolCall`` on the project's CPU machine), and in the compiled build (mypyc) it keeps a Python
 ``__init__`` where a plain one gets a compiled one. The parser's internal records follow the same rule.
+``Reasoning``, built once per model family, is frozen.
 """
 
 from __future__ import annotations
@@ -332,3 +333,18 @@ class ParseOutcome:
             "stage": self.stage,
             "flags": sorted(self.flags),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """Reasoning markers of a model family (its manifest's ``[reasoning]``), for prompting and streaming.
+
+    Attributes:
+        open: the opening marker (``<think>``).
+        close: the closing marker (``</think>``).
+        starts_open: the chat template already opens the block in the prompt.
+    """
+
+    open: str
+    close: str
+    starts_open: bool = False

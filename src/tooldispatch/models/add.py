@@ -30,19 +30,12 @@ from tooldispatch.models.manifest import (
     read_manifest,
 )
 from tooldispatch.models.store import _progress, sha256_file, write_record
+from tooldispatch.prompting.formats import FORMATS
 from tooldispatch.prompting.template import ChatTemplate
 
-FAMILY_FORMATS: Mapping[str, str] = {
-    "qwen2": "hermes",
-    "qwen2moe": "hermes",
-    "qwen3": "hermes",
-    "qwen3moe": "hermes",
-    "llama": "json",
-    "gemma2": "gemma_tool_code",
-    "gemma3": "gemma_tool_code",
-}
-"""The prompt format for a template that renders no tools, by ``general.architecture``; ``hermes`` otherwise
-(the format most open models were tuned on)."""
+FAMILY_FORMATS: Mapping[str, str] = {family: name for name, fmt in FORMATS.items() for family in fmt.families}
+"""The prompt format for a template that renders no tools, by ``general.architecture`` (each prompt format's
+``families``); ``hermes`` otherwise (the format most open models were tuned on)."""
 
 _ID = re.compile(r"[^a-z0-9.]+")
 

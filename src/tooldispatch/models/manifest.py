@@ -27,15 +27,18 @@ from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.packaged import Entry, entries, folders, where
+from tooldispatch.prompting.formats import FORMATS as _PROMPT_FORMATS
+from tooldispatch.prompting.grammar import FORMAT_CALL_SHAPE
+from tooldispatch.types import Reasoning as Reasoning  # a manifest's [reasoning]; prompting reads it too
 
-TOOL_FORMATS = ("hermes", "hermes_list", "json", "pythonic", "gemma_tool_code")
-"""Tool prompt formats a manifest may name (see ``tooldispatch.prompting``)."""
+TOOL_FORMATS = tuple(_PROMPT_FORMATS)
+"""Tool prompt formats a manifest may name (those the format modules declare, see ``tooldispatch.prompting``)."""
 
 CALL_SHAPES = ("json_fence", "bare_json")
 """Shapes a family's models write JSON calls in besides their tool format's own, which a manifest may list as
 ``call_shapes``: constrained ``auto`` decoding binds those calls too (``tooldispatch.prompting.grammar``)."""
 
-CALL_SHAPE_FORMATS = ("hermes", "json")
+CALL_SHAPE_FORMATS = tuple(FORMAT_CALL_SHAPE)
 """The tool formats whose calls are single JSON objects, the only ones ``call_shapes`` may extend."""
 
 TOOL_RESULT_STYLES = ("tool_role", "user_turn")
@@ -98,21 +101,6 @@ _QUANT_KEYS: Mapping[str, frozenset[str]] = {
     "hub": frozenset({"source", "hub_id", "file", "engine", "approx_size_gb", "notes"}),
     "local": frozenset({"source", "path", "sha256", "size_bytes", "notes"}),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Reasoning:
-    """Reasoning markers of a family.
-
-    Attributes:
-        open: the opening marker (``<think>``).
-        close: the closing marker (``</think>``).
-        starts_open: the chat template already opens the block in the prompt.
-    """
-
-    open: str
-    close: str
-    starts_open: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,34 +11,50 @@ import functools
 import re
 from typing import Final
 
-LEADS: Final[dict[str, tuple[str, ...]]] = {
-    "<": (
-        "<tool_call>",
-        "<function=",
-        "<invoke",
-        "<|python_start|>",
-        "<|python_tag|>",
-        "<|channel|>",
-        "<|message|>",
-        "<|start|>",
-        "<think>",
-        "</think>",
-        "<seed:think>",
-        "</seed:think>",
-        "<seed:tool_call>",
-        "<|tool",
-        "<｜tool",
-        "<arg_key>",
-        "<｜DSML｜",
-    ),
-    "[": ("[TOOL_CALLS]", "[THINK]", "[/THINK]", "[ARGS]"),
-    "`": ("```tool_code", "```tool_call"),
-}
+from tooldispatch.parsing.formats import DECLARED
+from tooldispatch.parsing.formats._format import JSON_START as JSON_START  # the pseudo-markers, declared there
+from tooldispatch.parsing.formats._format import PSEUDO_MARKERS
+from tooldispatch.parsing.formats._format import PY_LIST as PY_LIST
 
-PY_LIST: Final = "[call("
-"""Pseudo-marker: a ``[name(`` list start, as in ``[get_weather(city="Paris")]``."""
-JSON_START: Final = "{start"
-"""Pseudo-marker: the text's first non-blank character is ``{``."""
+REASONING_MARKERS: Final[tuple[str, ...]] = (
+    "<|message|>",
+    "<think>",
+    "</think>",
+    "<seed:think>",
+    "</seed:think>",
+    "[THINK]",
+    "[/THINK]",
+)
+"""The reasoning markers ``parsing.reasoning`` looks for (harmony's message start among them)."""
+
+
+def _leads(markers: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The literal markers grouped by their first character, each once, in first-seen order.
+
+    Raises:
+        ValueError: a marker that starts with none of ``<``, ``[`` or a backtick (a format module's mistake: the
+            one-pass scan jumps between those characters only).
+    """
+    out: dict[str, list[str]] = {"<": [], "[": [], "`": []}
+    for marker in markers:
+        if marker in PSEUDO_MARKERS:
+            continue
+        group = out.get(marker[:1])
+        if group is None:
+            raise ValueError(f"the marker {marker!r} must start with '<', '[' or '`'; declare a marker that does")
+        if marker not in group:
+            group.append(marker)
+    return {lead: tuple(group) for lead, group in out.items()}
+
+
+LEADS: Final[dict[str, tuple[str, ...]]] = _leads(
+    (
+        *(m for f in DECLARED for m in (*f.markers, *(f.auto_markers or ()))),
+        *REASONING_MARKERS,
+    )
+)
+"""The literal markers by lead character: every format's (``Format.markers`` and ``auto_markers``) and the
+reasoning markers."""
 
 # Linear: one bounded character class after a literal.
 _BLANK: Final = re.compile(r"\s*")

@@ -13,28 +13,43 @@ from typing import Final
 
 import regex
 
+from tooldispatch.parsing.formats import DECLARED
+from tooldispatch.parsing.formats._format import Format
 from tooldispatch.parsing.reasoning import REASONING_TAGS
 
 # Every pattern below is searched without the regex package's timeout: each alternative matches a bounded
 # number of characters, so a search is linear in the text (and reading the clock would double its cost).
 
-# What may start a call (or reasoning, or a harmony header) in content. Each alternative is short and
+_SELF_HANDLED: Final = frozenset({"open_ended", "harmony", "harmony_junk"})
+"""Segment kinds the stream parser handles itself (no closer): held to the end of the output, harmony headers."""
+
+
+def _openers(declared: tuple[Format, ...]) -> str:
+    """The formats' own segment openers (``Format.stream_openers``), one group per kind, in declaration order.
+
+    Raises:
+        ValueError: a format opens a kind that nothing closes (a format module's mistake).
+    """
+    groups: dict[str, list[str]] = {}
+    for f in declared:
+        for kind, pattern in f.stream_openers:
+            groups.setdefault(kind, []).append(pattern)
+    closed = {kind for f in declared for kind, _ in f.stream_closers}
+    for kind in groups:
+        if kind not in closed and kind not in _SELF_HANDLED:
+            raise ValueError(f"stream segments of kind {kind!r} are opened but never closed; declare a closer for it")
+    return "".join(f"\n  | (?P<{kind}>{'|'.join(patterns)})" for kind, patterns in groups.items())
+
+
+# What may start a call (or reasoning, or a harmony header) in content: reasoning openers, the formats' own
+# openers, then the shapes any format may take (a tag, a fence, a list, a brace). Each alternative is short and
 # bounded, so a partial match at the end of the text is held back only briefly, and re-searching the held
 # text as it grows stays linear overall (the cascade's tag pattern allows any run of spaces; here a run is
-# at most 16 long).
+# at most 16 long). The formats' openers start with distinct literals, so their order does not matter.
 _STATIC_TRIGGERS: Final = (
     f"(?P<think>{'|'.join(re.escape(opener) for opener in REASONING_TAGS)})"
+    + _openers(DECLARED)
     + r"""
-  | (?P<harmony>(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>)
-  | (?P<harmony_junk><\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>)
-  | (?P<python_start><\|python_start\|>)
-  | (?P<open_ended>\[TOOL_CALLS\]|<\|python_tag\|>)
-  | (?P<deepseek><[｜|]tool[▁_ ]calls[▁_ ]begin[｜|]>)
-  | (?P<seed_call><seed:tool_call>)
-  | (?P<dsml_calls><｜DSML｜function_calls>)
-  | (?P<dsml_invoke><｜DSML｜invoke[\s>])
-  | (?P<qwen_fn><function=)
-  | (?P<invoke><invoke[\s>])
   | (?P<tag>(?!<\|(?:start|channel|message|constrain)\|>)<\|?[ \t]{0,16}[A-Za-z][A-Za-z0-9 _\-]{0,30}?[ \t]{0,16}\|?>)
   | (?P<fence>```)
   | (?P<list>\[[ \t\r\n]{0,8}(?:\{|[A-Za-z_][\w.]{0,64}[ \t]{0,4}\())
@@ -47,16 +62,9 @@ _REASONING_CLOSERS: Final = {
 }
 _CLOSER_PATTERNS: Final = {closer: regex.compile(closer) for closer in _REASONING_CLOSERS.values()}
 _TAG_CLOSE: Final = re.compile(r"<\|?[ \t]*/[ \t]*([A-Za-z][A-Za-z0-9 _\-]{0,30}?)[ \t]*\|?>")
-_CLOSERS: Final = {
-    "python_start": re.compile(re.escape("<|python_end|>")),
-    "deepseek": re.compile(r"<[｜|]tool[▁_ ]calls[▁_ ]end[｜|]>"),
-    "seed_call": re.compile(re.escape("</seed:tool_call>")),
-    "dsml_calls": re.compile(re.escape("</｜DSML｜function_calls>")),
-    "dsml_invoke": re.compile(re.escape("</｜DSML｜invoke>")),
-    "qwen_fn": re.compile(re.escape("</function>")),
-    "invoke": re.compile(re.escape("</invoke>")),
+_CLOSERS: Final[dict[str, re.Pattern[str]]] = {
+    **{kind: re.compile(pattern) for f in DECLARED for kind, pattern in f.stream_closers},
     "fence": re.compile(re.escape("```")),
-    "harmony_call": re.compile(r"<\|call\|>|<\|end\|>|<\|return\|>"),
 }
 _TAIL: Final = 64  # how much of a segment is kept to find a closing marker split across deltas
 

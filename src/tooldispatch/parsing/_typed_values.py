@@ -1,8 +1,8 @@
 """Values written as text between XML-like tags, typed by the tool's schema.
 
 The XML-parameter formats (qwen3-coder ``<parameter=…>``, GLM ``<arg_value>``, XML invoke, DeepSeek V3.2 DSML,
-Seed-OSS) write every value as text; their serving stacks type each one by the tool's schema. So does this
-module, once per call, after the finder and before repair:
+Seed-OSS: those whose declaration says ``text_values``) write every value as text; their serving stacks type each
+one by the tool's schema. So does this module, once per call, after the finder and before repair:
 
 - a parameter declared ``string`` keeps its exact text (JSON-looking text included);
 - one declared ``object`` or ``array`` is decoded as JSON; failing that, as JSON whose quotes were escaped
@@ -21,14 +21,15 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats import DECLARED
 from tooldispatch.parsing.formats.glm import FIX_GLUED_NAME, split_glued
 from tooldispatch.parsing.lenient import LenientJSONError, loads_lenient, loads_strict
 from tooldispatch.repair import resolve_name
 from tooldispatch.repair.types import declared_types, is_mapping, json_type, resolve_ref
 from tooldispatch.toolspec import ToolSpec
 
-XML_VALUE_FORMATS: Final = frozenset({"qwen3_coder", "glm", "xml_invoke", "deepseek_v32", "seed_oss"})
-"""The formats whose values are text typed by the schema."""
+XML_VALUE_FORMATS: Final[frozenset[str]] = frozenset(f.name for f in DECLARED if f.text_values)
+"""The formats whose values are text typed by the schema (``Format.text_values``)."""
 FIX_ESCAPED_QUOTES: Final = "escaped_quotes"
 """The tolerance of a JSON value whose quotes were escaped as if inside a string (``{\\"k\\": 1}``)."""
 _LITERAL_FIXES: Final = frozenset({"single_quotes", "python_literals", "trailing_comma"})

@@ -29,7 +29,7 @@ import bisect
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Final, Literal
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.parsing._markers import scan_markers
@@ -41,6 +41,7 @@ from tooldispatch.parsing.formats._common import (
     iter_blocks,
 )
 from tooldispatch.parsing.formats.harmony import recipient_before
+from tooldispatch.types import Reasoning
 
 SegmentKind = Literal["content", "reasoning", "hidden"]
 Segment = tuple[int, int, SegmentKind]
@@ -310,19 +311,6 @@ def _merge(segments: Iterable[Segment]) -> list[Segment]:
     return out
 
 
-class ReasoningMarkers(Protocol):
-    """A family's reasoning tags (``models.manifest.Reasoning``)."""
-
-    @property
-    def open(self) -> str: ...
-
-    @property
-    def close(self) -> str: ...
-
-    @property
-    def starts_open(self) -> bool: ...
-
-
 class MarkerSplitter:
     """Split streamed text into reasoning and content at one family's reasoning tags.
 
@@ -337,7 +325,7 @@ class MarkerSplitter:
         ConfigError: the tags are not a pair the parser reads.
     """
 
-    def __init__(self, markers: ReasoningMarkers) -> None:
+    def __init__(self, markers: Reasoning) -> None:
         if REASONING_TAGS.get(markers.open) != markers.close:
             known = ", ".join(f"{o}…{c}" for o, c in _TAG_PAIRS)
             raise ConfigError(

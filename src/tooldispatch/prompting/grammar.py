@@ -29,21 +29,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.models.manifest import Reasoning
-from tooldispatch.prompting.formats import FORMATS, _py_literal
+from tooldispatch.parsing.formats._prompt import py_literal
+from tooldispatch.prompting.formats import FORMATS
 from tooldispatch.toolspec import ToolSpec
+from tooldispatch.types import Reasoning
 
 Dialect = Literal["json", "python"]
-
-# The first character of a call in each format (escaped for a GBNF character class): answer text under
-# ``tool_choice="auto"`` never contains it, so writing it starts the call.
-_CALL_START: Mapping[str, str] = {
-    "hermes": "<",
-    "hermes_list": "<",
-    "json": "{",
-    "pythonic": "\\[",
-    "gemma_tool_code": "`",
-}
 
 _PRIMITIVES: Mapping[str, str] = {
     # Strings are bounded (64 characters): a small model under a grammar otherwise tends to repeat a
@@ -116,7 +107,7 @@ class _Builder:
         return name
 
     def const(self, value: Any) -> str:
-        text = _py_literal(value) if self.dialect == "python" else json.dumps(value, ensure_ascii=False)
+        text = py_literal(value) if self.dialect == "python" else json.dumps(value, ensure_ascii=False)
         return gbnf_literal(text)
 
     def value(self, schema: Any, name: str) -> str:
@@ -266,22 +257,20 @@ def tool_call_grammar(
             raise ConfigError(f"tool_choice names {tool_choice!r}, which is not among the offered tools")
     if not chosen:
         raise ConfigError("constrained decoding needs at least one tool")
-    if tool_format in ("pythonic", "gemma_tool_code"):
-        b = _Builder("python")
-        call = _python_calls(b, chosen)
-        root = f'"[" {call} (", " {call})* "]"' if tool_format == "pythonic" else f'"```tool_code\\n" {call} "\\n```"'
-    else:
-        b = _Builder("json")
-        call = _json_calls(b, chosen, FORMATS[tool_format].arguments_key)
-        if tool_format == "hermes":
-            root = f'"<tool_call>\\n" {call} "\\n</tool_call>"'
-        elif tool_format == "hermes_list":
-            root = f'"<tool_call>[" {call} (", " {call})* "]</tool_call>"'
-        else:
-            root = call
+    fmt = FORMATS[tool_format]
+    shape = fmt.grammar
+    b = _Builder(shape.dialect)
+    call = _python_calls(b, chosen) if shape.dialect == "python" else _json_calls(b, chosen, fmt.arguments_key)
+    parts = [
+        *([gbnf_literal(shape.open)] if shape.open else []),
+        call,
+        *([f'(", " {call})*'] if shape.many else []),
+        *([gbnf_literal(shape.close)] if shape.close else []),
+    ]
+    root = " ".join(parts)
     if tool_choice == "auto":
         calls = b.add("tool-calls", root)
-        answer = b.add("answer", f"[^{_CALL_START[tool_format]}]+")
+        answer = b.add("answer", f"[^{shape.start}]+")
         root = f"{calls} | {answer} {calls}?"
     if reasoning is not None:
         body = b.add("tool-calls" if tool_choice != "auto" else "turn", root)
@@ -316,9 +305,11 @@ CALL_SHAPES: Mapping[str, CallShape] = {
 """Call shapes by name: the formats' own (``tool_call_tag``, ``bare_json``) and those a manifest's
 ``call_shapes`` may add (``json_fence``, ``bare_json``)."""
 
-FORMAT_CALL_SHAPE: Mapping[str, str] = {"hermes": "tool_call_tag", "json": "bare_json"}
-"""The shape of one call in each format that writes a single JSON call object; the others (lists of
-calls, Python calls) have no lazy grammar."""
+FORMAT_CALL_SHAPE: Mapping[str, str] = {
+    name: fmt.grammar.lazy_shape for name, fmt in FORMATS.items() if fmt.grammar.lazy_shape is not None
+}
+"""The shape of one call in each format that writes a single JSON call object (``CallGrammar.lazy_shape``); the
+others (lists of calls, Python calls) have no lazy grammar."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,18 +1,18 @@
-"""The strict stage: one small finder per documented tool-call format.
+"""The strict stage: one small finder per documented tool-call format, and the registries built from them.
 
-Each finder is a pure function ``find(text) -> list[RawCall]``. ``FORMATS`` maps the names accepted by
-``parse_tool_calls(tool_format=...)`` to the finder and the cheap substring markers that must appear in
-the text before the finder is worth running.
+Each format module declares its format as a :class:`~tooldispatch.parsing.formats._format.Format` constant:
+its finder (a pure function ``find(text) -> list[RawCall]``), the cheap substring markers that must appear in
+the text before the finder is worth running, its stream segments, how its values are typed, its other names and
+its prompt formats. :data:`DECLARED` lists them in the order ties between overlapping finds are settled; every
+table below (and those of ``parsing._markers``, ``parsing._stream_tables``, ``parsing._typed_values`` and
+``prompting``) is built from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 from tooldispatch.errors import ConfigError
-from tooldispatch.parsing._markers import scan_markers
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import (
     deepseek,
@@ -30,98 +30,119 @@ from tooldispatch.parsing.formats import (
     xml_invoke,
 )
 from tooldispatch.parsing.formats._common import is_schema_echo
+from tooldispatch.parsing.formats._format import Format, PromptFormat
 
-
-@dataclass(frozen=True, slots=True)
-class Format:
-    """One strict format.
-
-    Attributes:
-        name: the name accepted by ``tool_format``.
-        markers: markers of ``tooldispatch.parsing._markers`` of which one must appear for ``auto`` to run
-            the finder.
-        find: the finder.
-    """
-
-    name: str
-    markers: tuple[str, ...]
-    find: Callable[[str], list[RawCall]]
-
-
-FORMATS: Final[dict[str, Format]] = {
-    f.name: f
-    for f in (
-        Format("hermes", hermes.MARKERS, hermes.find),
-        Format("glm", glm.MARKERS, glm.find),
-        Format("qwen3_coder", qwen3_coder.MARKERS, qwen3_coder.find),
-        Format("seed_oss", seed_oss.MARKERS, seed_oss.find),
-        Format("xml_invoke", xml_invoke.MARKERS, xml_invoke.find),
-        Format("mistral", mistral.MARKERS, mistral.find),
-        Format("kimi_k2", kimi.MARKERS, kimi.find),
-        Format("deepseek", deepseek.MARKERS, deepseek.find),
-        Format("deepseek_v32", dsml.MARKERS, dsml.find),
-        Format("harmony", harmony.MARKERS, harmony.find),
-        Format("llama4", llama.MARKERS_LLAMA4, llama.find_llama4),
-        Format("llama3_json", llama.MARKERS_LLAMA3, llama.find_llama3),
-        Format("gemma", gemma.MARKERS, gemma.find),
-        Format("pythonic", pythonic.MARKERS, pythonic.find),
-    )
-}
-"""Every strict format, in the order ties between overlapping finds are settled."""
-_AUTO: Final[tuple[Format, ...]] = (
-    # hermes and GLM share the <tool_call> tag: one pass reads each block with the format owning its body; GLM
-    # pairs with no wrapper are read on their own.
-    Format("hermes", hermes.MARKERS, hermes.find_tool_call_tags),
-    Format("glm", (glm.BARE_MARKER,), glm.find_bare),
-    *(f for name, f in FORMATS.items() if name not in ("hermes", "glm")),
+DECLARED: Final[tuple[Format, ...]] = (
+    hermes.DECLARATION,
+    glm.DECLARATION,
+    qwen3_coder.DECLARATION,
+    seed_oss.DECLARATION,
+    xml_invoke.DECLARATION,
+    mistral.DECLARATION,
+    kimi.DECLARATION,
+    deepseek.DECLARATION,
+    dsml.DECLARATION,
+    harmony.DECLARATION,
+    llama.DECLARATION_LLAMA4,
+    llama.DECLARATION_LLAMA3,
+    pythonic.DECLARATION,
+    gemma.DECLARATION,
 )
+"""Every strict format, in the order ties between overlapping finds are settled (then the order of the prompt
+formats and of the names in messages)."""
+
+
+def _by_name(declared: tuple[Format, ...]) -> dict[str, Format]:
+    """The formats by name; two formats of one name are a mistake in a format module."""
+    out: dict[str, Format] = {}
+    for f in declared:
+        if f.name in out:
+            raise ValueError(f"two tool formats are named {f.name!r}; give the new format's declaration another name")
+        out[f.name] = f
+    return out
+
+
+FORMATS: Final[dict[str, Format]] = _by_name(DECLARED)
+"""Every strict format by name, in :data:`DECLARED` order."""
+
+_AUTO: Final[tuple[Format, ...]] = tuple(
+    Format(
+        name=f.name,
+        find=f.find if f.auto_find is None else f.auto_find,
+        markers=f.markers if f.auto_markers is None else f.auto_markers,
+    )
+    for f in DECLARED
+)
+"""What ``auto`` runs, by rank: each format's ``auto_find`` where it declares one (hermes and GLM share the
+``<tool_call>`` tag: one pass reads each block with the format owning its body; GLM pairs with no wrapper are
+read on their own)."""
 
 _AUTO_BY_MARKER: Final[dict[str, tuple[int, ...]]] = {
     marker: tuple(rank for rank, f in enumerate(_AUTO) if marker in f.markers) for f in _AUTO for marker in f.markers
 }
 
 
-ALIASES: Final[dict[str, tuple[str, ...]]] = {
-    "qwen": ("hermes",),
-    "hermes_list": ("hermes",),
-    "glm45": ("glm",),
-    "glm47": ("glm",),
-    "qwen3_xml": ("qwen3_coder",),
-    "seed": ("seed_oss",),
-    "minimax_m2": ("xml_invoke",),
-    "deepseek_v3": ("deepseek",),
-    "deepseek_v31": ("deepseek",),
-    "dsml": ("deepseek_v32",),
-    "kimi": ("kimi_k2",),
-    "openai": ("harmony",),
-    "gpt_oss": ("harmony",),
-    "llama3": ("llama3_json",),
-    "json": ("llama3_json",),
-    "llama4_pythonic": ("llama4", "pythonic"),
-    "gemma_tool_code": ("gemma",),
-}
-"""Other names for the formats: vLLM's ``--tool-call-parser`` names and the prompt formats of model manifests."""
+def _other_names(declared: tuple[Format, ...]) -> dict[str, tuple[Format, ...]]:
+    """Each other name a format declares (and each of its prompt formats' names) → the formats it selects."""
+    names = {f.name for f in declared}
+    out: dict[str, list[Format]] = {}
+    for f in declared:
+        for name in (*f.other_names, *(p.name for p in f.prompts)):
+            if name in names and name != f.name:
+                raise ValueError(f"{f.name!r} declares {name!r}, the name of another format; remove it from one")
+            if name != f.name and f not in out.setdefault(name, []):
+                out[name].append(f)
+    return {name: tuple(formats) for name, formats in out.items()}
+
+
+OTHER_NAMES: Final[dict[str, tuple[Format, ...]]] = _other_names(DECLARED)
+"""The other names ``tool_format`` accepts: vLLM's ``--tool-call-parser`` names and the prompt formats of model
+manifests, each declared by its format (``llama4_pythonic``, declared by two, selects both)."""
+
+
+def _prompt_formats(declared: tuple[Format, ...]) -> dict[str, tuple[PromptFormat, Format]]:
+    """Each prompt format by name, with the format it belongs to; names and families must be unique."""
+    out: dict[str, tuple[PromptFormat, Format]] = {}
+    families: dict[str, str] = {}
+    for f in declared:
+        for p in f.prompts:
+            if p.name in out:
+                raise ValueError(f"two prompt formats are named {p.name!r}; give the new one another name")
+            out[p.name] = (p, f)
+            for family in p.families:
+                if family in families:
+                    raise ValueError(f"{families[family]!r} and {p.name!r} both claim family {family!r}; keep one")
+                families[family] = p.name
+    return out
+
+
+PROMPT_FORMATS: Final[dict[str, tuple[PromptFormat, Format]]] = _prompt_formats(DECLARED)
+"""Every prompt format by name, with the format whose finder reads what it asks for."""
 
 
 def select_formats(text: str, tool_format: str, markers: frozenset[str] | None = None) -> list[Format]:
     """Return the finders to run: those whose markers appear (``auto``) or the one named.
 
     Raises:
-        ConfigError: ``tool_format`` is neither ``auto``, a known format nor one of ``ALIASES``.
+        ConfigError: ``tool_format`` is neither ``auto``, a known format nor one of :data:`OTHER_NAMES`.
     """
     if tool_format == "auto":
-        present = scan_markers(text) if markers is None else markers
+        if markers is None:
+            from tooldispatch.parsing._markers import scan_markers  # the marker table is built from this module
+
+            markers = scan_markers(text)
         # Usually one or two markers are present: look up their formats rather than test every format.
         ranks: set[int] = set()
-        for marker in present:
+        for marker in markers:
             ranks.update(_AUTO_BY_MARKER.get(marker, ()))
         return [_AUTO[rank] for rank in sorted(ranks)]
     named = FORMATS.get(tool_format)
     if named is not None:
         return [named]
-    if tool_format in ALIASES:
-        return [FORMATS[name] for name in ALIASES[tool_format]]
-    known = ", ".join(["auto", *FORMATS, *ALIASES])
+    other = OTHER_NAMES.get(tool_format)
+    if other is not None:
+        return list(other)
+    known = ", ".join(["auto", *FORMATS, *OTHER_NAMES])
     raise ConfigError(f"unknown tool_format {tool_format!r}; use one of: {known}")
 
 

@@ -30,6 +30,7 @@ from tooldispatch.parsing.formats._common import (
     make_call,
     strip_fence,
 )
+from tooldispatch.parsing.formats._format import Format
 
 FORMAT_V3: Final = "deepseek_v3"
 FORMAT_V31: Final = "deepseek_v31"
@@ -135,3 +136,14 @@ def _extend(
     if j < len(outer_ends) and outer_ends[j][0] - end <= 256 and not text[end : outer_ends[j][0]].strip():
         end = outer_ends[j][1]
     return start, end
+
+
+DECLARATION: Final[Format] = Format(
+    name="deepseek",
+    find=find,
+    markers=MARKERS,
+    stream_openers=(("deepseek", r"<[｜|]tool[▁_ ]calls[▁_ ]begin[｜|]>"),),
+    stream_closers=(("deepseek", r"<[｜|]tool[▁_ ]calls[▁_ ]end[｜|]>"),),
+    other_names=(FORMAT_V3, FORMAT_V31),
+)
+"""DeepSeek V3 / V3.1 / R1: tool-call tokens (each call reports which version's spelling it used)."""

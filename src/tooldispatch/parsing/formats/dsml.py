@@ -21,6 +21,7 @@ import re
 from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats._format import Format
 from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 
 FORMAT: Final = "deepseek_v32"
@@ -47,3 +48,18 @@ DIALECT: Final[XmlDialect] = XmlDialect(
 def find(text: str) -> list[RawCall]:
     """Find every ``<｜DSML｜invoke name=…>`` call."""
     return find_xml_calls(text, DIALECT)
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    stream_openers=(("dsml_calls", "<｜DSML｜function_calls>"), ("dsml_invoke", r"<｜DSML｜invoke[\s>]")),
+    stream_closers=(
+        ("dsml_calls", re.escape("</｜DSML｜function_calls>")),
+        ("dsml_invoke", re.escape("</｜DSML｜invoke>")),
+    ),
+    text_values=True,
+    other_names=("dsml",),
+)
+"""DeepSeek V3.2: DSML invokes, their values text typed by the schema (or by ``string=``)."""

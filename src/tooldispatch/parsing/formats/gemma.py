@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
@@ -14,6 +15,9 @@ from tooldispatch.parsing.formats._common import (
     match_name,
     skip_ws,
 )
+from tooldispatch.parsing.formats._format import CallGrammar, CallList, Format, PromptFormat
+from tooldispatch.parsing.formats._prompt import py_call, tool_lines
+from tooldispatch.toolspec import ToolSpec
 
 FORMAT: Final = "gemma"
 MARKERS: Final[tuple[str, ...]] = ("```tool_code", "```tool_call")
@@ -80,3 +84,39 @@ def find(text: str) -> list[RawCall]:
             )
             for c in calls
         )
+
+
+def _system(tools: Sequence[ToolSpec]) -> str:
+    return (
+        "You have access to the functions below, described as JSON schemas. To call a function, write a "
+        "Python call with keyword arguments inside a tool_code block, for example\n"
+        '```tool_code\nfunction_name(argument_name="value")\n```\n'
+        "The result comes back in a tool_output block. When no call is needed, answer in plain text.\n\n"
+        f"{tool_lines(tools)}"
+    )
+
+
+def _calls(calls: CallList) -> str:
+    return "\n".join(f"```tool_code\n{py_call(n, a)}\n```" for n, a in calls)
+
+
+def _tool_output(content: str) -> str:
+    return f"```tool_output\n{content}\n```"
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    prompts=(
+        PromptFormat(
+            "gemma_tool_code",
+            _system,
+            _calls,
+            _tool_output,
+            CallGrammar("python", "```tool_code\n", "\n```", many=False, start="`"),
+            families=("gemma2", "gemma3"),
+        ),
+    ),
+)
+"""Gemma: ``tool_code`` fences (held by the stream parser as fences); results go back in ``tool_output`` fences."""

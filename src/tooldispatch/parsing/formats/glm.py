@@ -29,6 +29,7 @@ from tooldispatch.parsing.formats._common import (
     tool_call_body_kind,
     xml_value,
 )
+from tooldispatch.parsing.formats._format import Format
 
 FORMAT: Final = "glm"
 MARKERS: Final[tuple[str, ...]] = (TOOL_CALL_OPEN,)
@@ -256,3 +257,16 @@ def split_glued(name: str, arguments: dict[str, Any], declared: list[str]) -> tu
         return None
     first_key = name[len(best) :]
     return best, {(first_key if k == "" else k): v for k, v in arguments.items()}
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    auto_find=find_bare,
+    auto_markers=(BARE_MARKER,),
+    text_values=True,
+    other_names=("glm45", "glm47"),
+)
+"""GLM: ``<arg_key>``/``<arg_value>`` pairs. ``auto`` reads its ``<tool_call>`` blocks with hermes's (one pass over
+the shared tag, each block by the format owning its body) and its pairs with no wrapper here."""

@@ -25,6 +25,7 @@ from tooldispatch.parsing.formats._common import (
     is_placeholder,
     make_call,
 )
+from tooldispatch.parsing.formats._format import Format
 
 FORMAT: Final = "harmony"
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
@@ -114,3 +115,19 @@ def _tool_name(recipient: str) -> str:
 def _first(*positions: int) -> int:
     found = [p for p in positions if p >= 0]
     return min(found) if found else -1
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    # A header (the stream parser opens a call segment when it names a recipient, reasoning on the analysis
+    # channel), and the tokens that end a message or start one with no channel: neither content nor a call.
+    stream_openers=(
+        ("harmony", r"(?:<\|start\|>[^<]{0,64})?<\|channel\|>(?:[^<]|<\|constrain\|>){0,256}?<\|message\|>"),
+        ("harmony_junk", r"<\|start\|>[^<]{0,64}<\|message\|>|<\|end\|>|<\|return\|>|<\|call\|>"),
+    ),
+    stream_closers=(("harmony_call", r"<\|call\|>|<\|end\|>|<\|return\|>"),),
+    other_names=("openai", "gpt_oss"),
+)
+"""gpt-oss harmony: messages addressed to a recipient."""

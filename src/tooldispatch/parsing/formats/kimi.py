@@ -19,6 +19,7 @@ from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import FIX_UNCLOSED, call_from_named_body, is_placeholder
+from tooldispatch.parsing.formats._format import Format
 
 FORMAT: Final = "kimi_k2"
 MARKERS: Final[tuple[str, ...]] = ("<|tool",)
@@ -79,3 +80,7 @@ def _section_end(text: str, end: int) -> int:
     window = text[end : end + len(_SECTION_END) + 16]
     after = end + len(window) - len(window.lstrip())
     return after + len(_SECTION_END) if text.startswith(_SECTION_END, after) else end
+
+
+DECLARATION: Final[Format] = Format(name=FORMAT, find=find, markers=MARKERS, other_names=("kimi",))
+"""Kimi K2: tool-call sections (held by the stream parser as ``<|…|>`` tags)."""

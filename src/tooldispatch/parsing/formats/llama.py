@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Final
 
-from tooldispatch.parsing._markers import JSON_START
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats import pythonic
 from tooldispatch.parsing.formats._common import (
@@ -26,7 +27,10 @@ from tooldispatch.parsing.formats._common import (
     skip_ws,
     split_call_object,
 )
+from tooldispatch.parsing.formats._format import JSON_START, CallGrammar, CallList, Format, PromptFormat
+from tooldispatch.parsing.formats._prompt import dumps, tool_lines, tool_response
 from tooldispatch.parsing.lenient import NOT_JSON, strict_value
+from tooldispatch.toolspec import ToolSpec
 
 FORMAT_LLAMA3: Final = "llama3_json"
 FORMAT_LLAMA4: Final = "llama4"
@@ -219,3 +223,48 @@ def read_whole_json_call(text: str) -> list[RawCall] | None:
         fixes=fixes,
     )
     return [] if is_placeholder(call.name) else [call]
+
+
+def _json_system(tools: Sequence[ToolSpec]) -> str:
+    return (
+        "You have access to the functions below. To call one, respond with only a JSON object of the form "
+        '{"name": function name, "parameters": object of argument names and values}, for example\n'
+        '{"name": "function_name", "parameters": {"argument_name": "value"}}\n'
+        "Do not use variables. When no call is needed, answer in plain text.\n\n"
+        f"{tool_lines(tools)}"
+    )
+
+
+def _json_calls(calls: CallList) -> str:
+    return "; ".join(dumps({"name": n, "parameters": dict(a)}) for n, a in calls)
+
+
+DECLARATION_LLAMA4: Final[Format] = Format(
+    name=FORMAT_LLAMA4,
+    find=find_llama4,
+    markers=MARKERS_LLAMA4,
+    stream_openers=(("python_start", r"<\|python_start\|>"),),
+    stream_closers=(("python_start", re.escape(PY_END)),),
+    other_names=("llama4_pythonic",),
+)
+"""Llama 4: a call list between ``<|python_start|>`` and ``<|python_end|>``."""
+
+DECLARATION_LLAMA3: Final[Format] = Format(
+    name=FORMAT_LLAMA3,
+    find=find_llama3,
+    markers=MARKERS_LLAMA3,
+    stream_openers=(("open_ended", r"<\|python_tag\|>"),),
+    other_names=("llama3",),
+    prompts=(
+        PromptFormat(
+            "json",
+            _json_system,
+            _json_calls,
+            tool_response,
+            CallGrammar("json", "", "", many=False, start="{", lazy_shape="bare_json"),
+            arguments_key="parameters",
+            families=("llama",),
+        ),
+    ),
+)
+"""Llama 3 JSON: ``{"name": …, "parameters": {…}}`` calls, whole or after ``<|python_tag|>``."""

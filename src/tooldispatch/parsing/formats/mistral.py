@@ -24,6 +24,7 @@ from tooldispatch.parsing.formats._common import (
     skip_ws,
     split_call_object,
 )
+from tooldispatch.parsing.formats._format import Format
 
 FORMAT: Final = "mistral"
 TOKEN: Final = "[TOOL_CALLS]"
@@ -198,3 +199,12 @@ def _named_payload(text: str, token: int, p: int, region: int) -> tuple[list[Raw
             truncated=at_end,
         )
     return [call], stop
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    stream_openers=(("open_ended", r"\[TOOL_CALLS\]"),),
+)
+"""Mistral: calls after ``[TOOL_CALLS]`` (a segment the stream parser holds to the end of the output)."""

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from keyword import iskeyword
 from typing import Any, Final
 
-from tooldispatch.parsing._markers import PY_LIST
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import balanced_end, make_call, match_name, parse_python, skip_ws
+from tooldispatch.parsing.formats._format import PY_LIST, CallGrammar, CallList, Format, PromptFormat
+from tooldispatch.parsing.formats._prompt import py_call, tool_lines, tool_response
+from tooldispatch.toolspec import ToolSpec
 
 FORMAT: Final = "pythonic"
 MARKERS: Final[tuple[str, ...]] = (PY_LIST,)
@@ -402,3 +405,35 @@ def calls_in_list(text: str, bracket: int, end: int, fmt: str) -> list[RawCall]:
 
 def _raw(text: str, span: tuple[int, int], fmt: str, call: PyCall) -> RawCall:
     return make_call(text, span, fmt, call.name, arguments=call.arguments, decode_error=call.error)
+
+
+def _system(tools: Sequence[ToolSpec]) -> str:
+    return (
+        "You have access to the functions below, described as JSON schemas. To call functions, respond with "
+        "only a Python list of calls with keyword arguments, for example\n"
+        '[function_name(argument_name="value"), other_function()]\n'
+        "When no call is needed, answer in plain text.\n\n"
+        f"{tool_lines(tools)}"
+    )
+
+
+def _calls(calls: CallList) -> str:
+    return "[" + ", ".join(py_call(n, a) for n, a in calls) + "]"
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    other_names=("llama4_pythonic",),
+    prompts=(
+        PromptFormat(
+            "pythonic",
+            _system,
+            _calls,
+            tool_response,
+            CallGrammar("python", "[", "]", many=True, start="\\["),
+        ),
+    ),
+)
+"""Pythonic: a list of Python calls (held by the stream parser as a balanced list)."""

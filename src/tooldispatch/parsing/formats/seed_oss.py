@@ -18,6 +18,8 @@ import re
 from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.formats import qwen3_coder
+from tooldispatch.parsing.formats._format import Format
 from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 
 FORMAT: Final = "seed_oss"
@@ -25,19 +27,22 @@ OPEN: Final = "<seed:tool_call>"
 CLOSE: Final = "</seed:tool_call>"
 MARKERS: Final[tuple[str, ...]] = (OPEN,)
 
-# qwen3-coder's tags (``formats/qwen3_coder.py``) in Seed-OSS's wrapper.
-DIALECT: Final[XmlDialect] = XmlDialect(
-    fmt=FORMAT,
-    item_prefix="<function=",
-    item_open=re.compile(r"<function=([^>\n]{1,128})>"),
-    item_close="</function>",
-    param_prefix="<parameter=",
-    param_open=re.compile(r"<parameter=([^>\n]{1,128})>"),
-    param_close="</parameter>",
-    wrappers=((OPEN, CLOSE),),
-)
+DIALECT: Final[XmlDialect] = qwen3_coder.dialect(FORMAT, ((OPEN, CLOSE),))
+"""qwen3-coder's tags in Seed-OSS's wrapper."""
 
 
 def find(text: str) -> list[RawCall]:
     """Find every ``<function=…>`` call of a Seed-OSS output."""
     return find_xml_calls(text, DIALECT)
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    stream_openers=(("seed_call", "<seed:tool_call>"),),
+    stream_closers=(("seed_call", re.escape(CLOSE)),),
+    text_values=True,
+    other_names=("seed",),
+)
+"""Seed-OSS: qwen3-coder's calls inside ``<seed:tool_call>``, their values text typed by the schema."""

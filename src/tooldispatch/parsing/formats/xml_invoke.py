@@ -13,6 +13,7 @@ from typing import Final
 
 from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing.formats._common import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from tooldispatch.parsing.formats._format import Format
 from tooldispatch.parsing.formats._xml import XmlDialect, find_xml_calls
 
 FORMAT: Final = "xml_invoke"
@@ -41,3 +42,15 @@ DIALECT: Final[XmlDialect] = XmlDialect(
 def find(text: str) -> list[RawCall]:
     """Find every ``<invoke name=…>`` call."""
     return find_xml_calls(text, DIALECT)
+
+
+DECLARATION: Final[Format] = Format(
+    name=FORMAT,
+    find=find,
+    markers=MARKERS,
+    stream_openers=(("invoke", r"<invoke[\s>]"),),
+    stream_closers=(("invoke", re.escape("</invoke>")),),
+    text_values=True,
+    other_names=("minimax_m2",),
+)
+"""XML invoke: ``<invoke name=…>`` calls, their values text typed by the schema (or by ``string=``)."""
