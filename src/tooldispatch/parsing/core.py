@@ -16,7 +16,7 @@ from tooldispatch.parsing._raw import RawCall
 from tooldispatch.parsing._typed_values import XML_VALUE_FORMATS, typed_call
 from tooldispatch.parsing.earned import screen
 from tooldispatch.parsing.fallback import FIX_TAG, find_fallback
-from tooldispatch.parsing.formats import find_strict
+from tooldispatch.parsing.finders import find_strict
 from tooldispatch.parsing.formats._common import (
     FIX_ARGUMENTS_STRING,
     FIX_FENCE,

@@ -8,6 +8,7 @@ import pytest
 
 from tooldispatch.parsing import _markers, _stream_tables, _typed_values
 from tooldispatch.parsing._raw import RawCall
+from tooldispatch.parsing.finders import select_formats
 from tooldispatch.parsing.formats import (
     DECLARED,
     FORMATS,
@@ -18,7 +19,6 @@ from tooldispatch.parsing.formats import (
     _prompt_formats,
     qwen3_coder,
     seed_oss,
-    select_formats,
 )
 from tooldispatch.parsing.formats._format import JSON_START, PY_LIST, CallGrammar, Format, PromptFormat
 from tooldispatch.parsing.formats._prompt import tool_response

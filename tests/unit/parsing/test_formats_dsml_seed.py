@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from tooldispatch.parsing.core import parse_tool_calls
-from tooldispatch.parsing.formats import dsml, harmony, seed_oss, select_formats, xml_invoke
+from tooldispatch.parsing.finders import select_formats
+from tooldispatch.parsing.formats import dsml, harmony, seed_oss, xml_invoke
 
 TOOLS: list[dict[str, Any]] = [
     {

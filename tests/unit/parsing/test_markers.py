@@ -95,7 +95,8 @@ def test_scan_markers_reports_each_marker_in_the_text(text: str) -> None:
 @given(st.tuples(_SCAN_PIECES.map("".join), st.sampled_from([1, 200])).map(lambda p: p[0] * p[1]))
 def test_auto_selects_every_format_whose_marker_appears_in_listed_order(text: str) -> None:
     """The formats ``auto`` runs are those whose markers the scan found, in the order of the format list."""
-    from tooldispatch.parsing.formats import _AUTO, select_formats
+    from tooldispatch.parsing.finders import select_formats
+    from tooldispatch.parsing.formats import _AUTO
 
     present = scan_markers(text)
     assert select_formats(text, "auto", present) == [f for f in _AUTO if not present.isdisjoint(f.markers)]
