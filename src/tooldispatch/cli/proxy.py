@@ -223,7 +223,7 @@ def proxy(
     app = build_app(proxy)
     where = upstream.base_url or "in process"
     tools = declared.source if declared is not None else "no --policy, every tool side-effecting"
-    prefix_cache = getattr(upstream.backend, "prefix_cache", None)  # the in-process llama.cpp backend has one
+    prefix_cache = upstream.prefix_cache  # the in-process model's; a server keeps its own
     if prefix_cache is not None:
         if cache_mb is not None:
             prefix_cache.set_limit(cache_mb * MB)  # before the first request: the same as building it so
