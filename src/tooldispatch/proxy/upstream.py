@@ -289,12 +289,13 @@ def build_upstream(
             timeout_s=None,
         )
         return from_backend(backend, timeout_s=timeout_s or DEFAULT_TIMEOUT_S, quant=quant)
-    from tooldispatch.profiles import DEFAULT_PROFILE, backend_from_profile, load_profile
+    from tooldispatch.profiles import DEFAULT_PROFILE, load_profile
+    from tooldispatch.profiles.factory import kind, server_backend
 
     prof = load_profile(profile or DEFAULT_PROFILE)
-    if prof.backend == "llamacpp":
+    if kind(prof.backend).in_process:
         if prof.model is None:
-            raise ConfigError(f"{prof.path}: a llamacpp profile needs 'model' (NAME@QUANT)")
+            raise ConfigError(f"{prof.path}: a {prof.backend} profile needs 'model' (NAME@QUANT)")
         return in_process(
             prof.model, timeout_s=timeout_s, **{**dict(prof.llamacpp), "n_ctx": n_ctx or prof.llamacpp.get("n_ctx")}
         )
@@ -310,8 +311,6 @@ def build_upstream(
         overrides["model"] = served_model
     if upstream_key_env is not None:
         overrides["api_key_env"] = upstream_key_env
-    assert prof.client is not None
-    built = backend_from_profile(prof, timeout_s=None, **overrides)
-    assert isinstance(built, OpenAICompatBackend)
-    bound = timeout_s or prof.client.timeout_s
+    built = server_backend(prof, timeout_s=None, **overrides)
+    bound = timeout_s or (prof.client.timeout_s if prof.client is not None else DEFAULT_TIMEOUT_S)
     return from_backend(built, timeout_s=bound, model_spec=prof.model, quant=quant)
