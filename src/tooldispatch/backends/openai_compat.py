@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from tooldispatch.backends import wire_errors
@@ -355,7 +355,7 @@ class OpenAICompatBackend:
         except UpstreamError as exc:
             raise wire_errors.dropped(exc, self._errors) from exc
 
-    async def pieces(self, reply: Reply) -> AsyncIterator[bytes]:
+    async def pieces(self, reply: Reply) -> AsyncGenerator[bytes, None]:
         """The body of ``reply`` as it arrives, closed at the end (errors as ``read``'s)."""
         try:
             while piece := await reply.piece():

@@ -188,7 +188,8 @@ class Proxy:
         tool_cache: the tool lists already checked (``ToolCache``: agents send the same tools every turn).
         repeat_guard: answer a turn that only repeats answered calls without calls (``guard``).
         access_log: one log line per request (``--quiet`` turns it off).
-        client_timeout_s: how long a client may take to send its request body.
+        client_timeout_s: how long a client may take to send its request body, in all (its head is bounded by
+            the server's protocol, ``server.with_head_timeout``).
     """
 
     upstream: Upstream
@@ -226,9 +227,10 @@ class Proxy:
             raise _too_big(bound)
         parts: list[bytes] = []
         size = 0
+        deadline = asyncio.get_running_loop().time() + self.client_timeout_s  # the whole body, not each read
         while True:
             try:
-                async with asyncio.timeout(self.client_timeout_s):
+                async with asyncio.timeout_at(deadline):
                     message = await receive()
             except TimeoutError:
                 raise ProxyError(
