@@ -270,6 +270,7 @@ class HttpPool:
             connecting takes at most ``min(10, timeout_s)`` seconds.
         headers: headers sent with every request (the upstream's key).
         drain_s: how long the rest of a stream is read after ``[DONE]`` (``DRAIN_S``).
+        tls: the TLS settings for ``https://`` (default: the system's trusted certificates, host name checked).
     """
 
     def __init__(
@@ -279,6 +280,7 @@ class HttpPool:
         timeout_s: float | None,
         headers: Mapping[str, str] | None = None,
         drain_s: float = DRAIN_S,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -294,7 +296,7 @@ class HttpPool:
         self._head = "\r\n".join(lines).encode("latin-1")
         self.idle: list[_Conn] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = tls
 
     async def _connect(self) -> _Conn:
         limit = min(10.0, self.timeout_s or 10.0)

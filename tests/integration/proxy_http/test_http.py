@@ -8,15 +8,20 @@ The upstream here is a raw asyncio server on 127.0.0.1 that writes each answer i
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from tooldispatch.backends.base import ChatRequest, ContentDelta, Finish
 from tooldispatch.backends.http import HttpPool, UpstreamError, UpstreamTimeout
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
+from tooldispatch.errors import ProviderError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -234,3 +239,47 @@ async def test_stream_whose_end_does_not_follow_done_is_closed_not_reused() -> N
         assert server.connections == 2
         await pool.aclose()
         await backend.aclose()
+
+
+COMPLETION = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}'
+BUSY = b"HTTP/1.1 503 Busy\r\ncontent-type: application/json\r\nretry-after: 0\r\ncontent-length: 2\r\n\r\n{}"
+
+
+async def test_max_retries_tries_a_busy_upstream_again() -> None:
+    """With max_retries=1 a 503 (Retry-After: 0) is sent again and the second answer is the turn; without, it fails."""
+    request = ChatRequest(messages=[{"role": "user", "content": "hello"}])
+    async with raw_server([[BUSY], [head(f"content-length: {len(COMPLETION)}\r\n") + COMPLETION]]) as (server, url):
+        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", max_retries=1, timeout_s=5)
+        events = [type(e) for e in [e async for e in backend.complete(request)]]
+        assert (events, len(server.requests)) == ([ContentDelta, Finish], 2)
+        await backend.aclose()
+    async with raw_server([[BUSY]]) as (server, url):
+        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", timeout_s=5)
+        with pytest.raises(ProviderError) as info:
+            _ = [e async for e in backend.complete(request)]
+        assert (info.value.status, len(server.requests)) == (503, 1)
+        await backend.aclose()
+
+
+async def test_https_upstream_is_the_same_exchange_over_tls(tmp_path: Path) -> None:
+    """An https:// upstream (a self-signed certificate trusted by the pool) answers and keeps its connection."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    make = [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+    make += ["-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"]
+    subprocess.run(make, check=True, capture_output=True)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    state = RawServer([[head("transfer-encoding: chunked\r\n"), CHUNKED] for _ in range(2)])
+    server = await asyncio.start_server(state.handle, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    pool = HttpPool(f"https://localhost:{port}/v1", timeout_s=5, tls=ssl.create_default_context(cafile=cert))
+    try:
+        for _ in range(2):
+            assert await (await pool.post("/chat/completions", b"{}")).read() == b"hello, world"
+        assert state.connections == 1
+    finally:
+        await pool.aclose()
+        server.close()
