@@ -325,13 +325,18 @@ class HttpPool:
         return None
 
     async def post(self, path: str, body: bytes) -> Reply:
-        """Send ``POST {prefix}{path}`` and read the status line and headers of the answer.
+        """Send ``POST {prefix}{path}`` with a JSON ``body`` and read the status line and headers of the answer.
 
         Raises:
             UpstreamError: the upstream cannot be reached or its answer is not HTTP/1.x.
             UpstreamTimeout: it did not connect or answer in time.
         """
-        request = b"POST %s%s HTTP/1.1\r\n%s\r\nContent-Length: %d\r\n\r\n%s" % (
+        return await self.send(b"POST", path, body)
+
+    async def send(self, method: bytes, path: str, body: bytes = b"") -> Reply:
+        """Send ``{method} {prefix}{path}`` (``GET /models``, ``POST /chat/completions``); as ``post``."""
+        request = b"%s %s%s HTTP/1.1\r\n%s\r\nContent-Length: %d\r\n\r\n%s" % (
+            method,
             self._prefix,
             path.encode("latin-1"),
             self._head,

@@ -18,14 +18,14 @@ client's headers; it is never part of a repr, a log line or an error message.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import httpx2
-
 from tooldispatch.backends.base import Backend, ChatRequest, Event
+from tooldispatch.backends.http import HttpPool, UpstreamError
 from tooldispatch.backends.openai_compat import OpenAICompatBackend, with_tool_prompt
 from tooldispatch.backends.prefix_cache import PrefixCache
 from tooldispatch.errors import ConfigError
@@ -130,8 +130,6 @@ class Upstream:
         """The bytes to forward: as sent, unless the ``model`` must become the upstream's."""
         if self.served_model is None or body.get("model") == self.served_model:
             return raw
-        import json
-
         return json.dumps({**body, "model": self.served_model}).encode()
 
     async def aclose(self) -> None:
@@ -223,17 +221,28 @@ def in_process(model_spec: str, *, timeout_s: float | None = None, **settings: A
 
 
 def served_models(base_url: str, *, headers: Mapping[str, str] | None = None, timeout_s: float = 5.0) -> list[str]:
-    """The model ids ``GET {base_url}/models`` lists.
+    """The model ids ``GET {base_url}/models`` lists (asked through the same HTTP client as every request).
 
     Raises:
         ConfigError: the upstream does not answer or lists no model.
     """
+
+    async def listed() -> Any:
+        pool = HttpPool(base_url, timeout_s=timeout_s, headers=headers)
+        try:
+            async with asyncio.timeout(timeout_s):
+                reply = await pool.send(b"GET", "/models")
+                status, raw = reply.status, await reply.read()
+        finally:
+            await pool.aclose()
+        if status != 200:
+            raise UpstreamError(f"HTTP {status}")
+        return json.loads(raw)
+
     try:
-        response = httpx2.get(f"{base_url}/models", headers=dict(headers or {}), timeout=timeout_s)
-        response.raise_for_status()
-        data = response.json().get("data") or []
+        data = asyncio.run(listed()).get("data") or []
         ids = [str(m["id"]) for m in data if isinstance(m, Mapping) and m.get("id")]
-    except (httpx2.HTTPError, ValueError, AttributeError, KeyError) as exc:
+    except (UpstreamError, TimeoutError, ValueError, AttributeError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"cannot list the models of {base_url} ({type(exc).__name__}); start the upstream first, or name its "
             "model with --served-model"
