@@ -8,6 +8,8 @@
     │   └── RegistrationError         a tool cannot be dispatched safely as declared
     ├── BackendError                  the serving engine failed; may be retried later
     │   ├── BackendUnavailable        connection refused, dead server, engine failed to load
+    │   │   ├── BackendTimeout        the engine did not answer (or send more of its answer) in time
+    │   │   └── BackendDropped        the engine's answer began and then broke off (cut stream, reset)
     │   ├── RateLimited               429 / quota; ``retry_after`` in seconds when the server said
     │   └── ProviderError             the engine answered with an error (4xx/5xx, error inside a 200 stream)
     │       └── ContextWindowExceeded the prompt plus the turn's completion budget does not fit the window
@@ -58,6 +60,14 @@ class BackendUnavailable(BackendError):
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message, status=status, retryable=True)
+
+
+class BackendTimeout(BackendUnavailable):
+    """The engine did not answer, or send more of its answer, within the time allowed."""
+
+
+class BackendDropped(BackendUnavailable):
+    """The engine's answer began and then broke off (a reset connection, a stream cut before its end)."""
 
 
 class RateLimited(BackendError):

@@ -15,6 +15,18 @@ from typing import Any, Protocol, runtime_checkable
 from tooldispatch.toolspec import ToolSpec
 
 
+class Omit:
+    """The value of a ``ChatRequest.extra`` field to leave out of the body, so the server applies its default."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT = Omit()
+
+
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     """One model turn to run.
@@ -28,7 +40,8 @@ class ChatRequest:
         stop: extra stop strings.
         tool_choice: ``auto``, ``none``, ``required`` or a tool name.
         constrained: ask the engine to constrain decoding to the tool-call grammar (llama.cpp GBNF).
-        extra: engine-specific body fields (OpenRouter ``provider``, vLLM ``chat_template_kwargs``, ...).
+        extra: engine-specific body fields (OpenRouter ``provider``, vLLM ``chat_template_kwargs``, ...); a
+            field set to ``OMIT`` is left out of the body.
     """
 
     messages: Sequence[Mapping[str, Any]]

@@ -1,8 +1,9 @@
 """The ``openai_compat`` backend: vLLM, llama-server, llama-cpp-python's server and OpenRouter.
 
-It talks to ``/v1/chat/completions`` with the official ``openai`` client (``AsyncOpenAI``) and turns the
-answer into the events of ``tooldispatch.backends.base``; ``dialects`` does the payload normalization and
-``wire_errors`` the error translation.
+It talks to ``/v1/chat/completions`` through its own kept-alive HTTP client (``backends.http``, framing by
+``httptools``), the one the proxy uses for the same upstream too, and turns the answer into the events of
+``tooldispatch.backends.base``; ``dialects`` does the payload normalization and ``wire_errors`` the error
+translation.
 
 Two parse modes:
 
@@ -31,22 +32,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final, Literal
 
-import openai
-import pydantic
-
-from tooldispatch.backends.base import Capabilities, ChatRequest, Event, Finish
+from tooldispatch.backends import wire_errors
+from tooldispatch.backends.base import OMIT, Capabilities, ChatRequest, Event, Finish
 from tooldispatch.backends.dialects import DIALECTS, Dialect, StreamNormalizer, response_events
-from tooldispatch.backends.wire_errors import ErrorContext, translate_error
-from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError
+from tooldispatch.backends.http import HttpPool, Reply, UpstreamError, UpstreamTimeout
+from tooldispatch.backends.wire_errors import ErrorContext
+from tooldispatch.errors import BackendError, BackendTimeout, ConfigError, ProviderError
 from tooldispatch.toolspec import ToolSpec
 
 ParseMode = Literal["client", "server"]
 ToolPrompt = Callable[[Sequence[ToolSpec]], str]
 
-_NO_KEY = "sk-no-key-required"
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)  # built once: json.dumps with options builds one per call
+_NOT_A_STREAM: Final = frozenset({"text/html", "application/json", "application/xhtml+xml"})
+"""What error pages come as: a streamed request answered with one of these got no stream (a stream labelled
+oddly, ``text/plain``, is still read as one)."""
+_RETRIED: Final = frozenset({408, 409, 429, 500, 502, 503, 504})
 _ENGINES: dict[str, str] = {"vllm": "vllm", "llama-server": "llama.cpp", "openrouter": "openrouter"}
 _RENDERED_MAX = 32  # tool prompts kept per backend (``render_tools``)
 
@@ -69,6 +73,23 @@ def _quoted(value: Any) -> str:
         except ValueError:
             value = repr(value)
     return repr(value[:200])
+
+
+async def _next_event(lines: AsyncIterator[str]) -> str:
+    """The data of the next event of an event stream: its ``data:`` lines joined, once the blank line that ends
+    it has arrived (comments and other fields skipped; an event the stream's end cut off is not one).
+
+    Raises:
+        StopAsyncIteration: the stream ended.
+    """
+    data: list[str] = []
+    while True:
+        line = await anext(lines)
+        if not line:
+            if data:
+                return "\n".join(data)
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
 
 
 def tool_choice_value(choice: str) -> str | dict[str, Any]:
@@ -96,7 +117,7 @@ class OpenAICompatBackend:
         dialect: Dialect,
         api_key_env: str | None = None,
         parse: ParseMode = "client",
-        timeout_s: float = 600.0,
+        timeout_s: float | None = 600.0,
         idle_timeout_s: float | None = None,
         max_retries: int = 0,
         extra_body: Mapping[str, Any] | None = None,
@@ -105,7 +126,6 @@ class OpenAICompatBackend:
         tool_format: str = "hermes",
         tool_prompt: ToolPrompt | None = None,
         headers: Mapping[str, str] | None = None,
-        http_client: Any = None,
     ) -> None:
         """Configure the backend; no request is sent yet.
 
@@ -116,10 +136,13 @@ class OpenAICompatBackend:
             api_key_env: environment variable holding the API key (``OPENROUTER_API_KEY``); local servers
                 need none.
             parse: ``server`` to use the server's tool-call extraction, ``client`` to parse the raw text.
-            timeout_s: the most seconds one request takes in all, streamed answers included.
+            timeout_s: the most seconds one request takes in all, streamed answers included (also the most
+                seconds of each wait for more of the answer); ``None``: no bound here, the caller bounds the
+                time (the proxy does, the same way for every backend).
             idle_timeout_s: the most seconds between two events of a stream (comment lines, such as
                 keep-alives, do not count as events); ``None``: only ``timeout_s`` applies.
-            max_retries: retries done by the ``openai`` client itself (it honours ``Retry-After``).
+            max_retries: retries of a request that got no answer or a 408, 409, 429 or 5xx status, after the
+                ``Retry-After`` the server asked for, or 0.5 s doubling up to 8 s.
             extra_body: fields added to every request body (``chat_template_kwargs``, ...).
             provider: OpenRouter routing (``only``, ``quantizations``, ``allow_fallbacks``,
                 ``require_parameters``), sent as the body's ``provider`` object.
@@ -128,7 +151,6 @@ class OpenAICompatBackend:
                 ``hermes_list``, ``json``, ``pythonic``, ``gemma_tool_code``), also used for grammars.
             tool_prompt: a custom renderer of the tool declarations, instead of ``tool_format``'s.
             headers: extra HTTP headers.
-            http_client: an ``AsyncClient`` of the HTTP library the ``openai`` client uses (for tests).
 
         Raises:
             ConfigError: an unknown dialect, parse mode or tool format, or the key's environment variable is
@@ -141,7 +163,7 @@ class OpenAICompatBackend:
         from tooldispatch.prompting import get_format
 
         get_format(tool_format)
-        key = _NO_KEY
+        key = ""
         if api_key_env:
             value = os.environ.get(api_key_env, "")
             if not value:
@@ -154,7 +176,7 @@ class OpenAICompatBackend:
         self.dialect: Dialect = dialect
         self.parse: ParseMode = parse
         self.api_key_env = api_key_env
-        if timeout_s <= 0 or (idle_timeout_s is not None and idle_timeout_s <= 0):
+        if (timeout_s is not None and timeout_s <= 0) or (idle_timeout_s is not None and idle_timeout_s <= 0):
             raise ConfigError("timeout_s and idle_timeout_s must be positive numbers of seconds")
         self.timeout_s = timeout_s
         self.idle_timeout_s = idle_timeout_s
@@ -170,17 +192,14 @@ class OpenAICompatBackend:
             engine=_ENGINES[dialect],
         )
         self._rendered: dict[int, tuple[Sequence[ToolSpec], str]] = {}
+        self.max_retries = max_retries
         default_headers = dict(headers or {})
         if dialect == "openrouter":
             default_headers.setdefault("X-OpenRouter-Title", "tooldispatch")
-        self._client = openai.AsyncOpenAI(
-            api_key=key,
-            base_url=self.base_url,
-            timeout=timeout_s,
-            max_retries=max_retries,
-            default_headers=default_headers or None,
-            http_client=http_client,
-        )
+        if key:
+            default_headers["Authorization"] = f"Bearer {key}"
+        self.http = HttpPool(self.base_url, timeout_s=timeout_s, headers=default_headers)
+        """The one HTTP client of this upstream (the proxy forwards through it too)."""
         self._errors = ErrorContext(
             base_url=self.base_url,
             dialect=dialect,
@@ -188,7 +207,7 @@ class OpenAICompatBackend:
             api_key_env=api_key_env,
             routing=self.provider,
             timeout_s=timeout_s,
-            secret=key if api_key_env else None,
+            secret=key or None,
         )
 
     def __repr__(self) -> str:
@@ -275,6 +294,87 @@ class OpenAICompatBackend:
         extra.update(request.extra)
         return kwargs, extra
 
+    def request_json(self, request: ChatRequest, *, stream: bool) -> bytes:
+        """The request's body as JSON bytes: ``request_body``'s fields (less those set to ``OMIT``) and ``stream``."""
+        kwargs, extra = self.request_body(request, stream=stream)
+        body = {**kwargs, **extra, "stream": stream}
+        return _ENCODER.encode({k: v for k, v in body.items() if v is not OMIT}).encode()
+
+    async def send(self, body: bytes) -> Reply:
+        """``POST /chat/completions`` with ``body`` as it is; the answer's status and headers, its body to read.
+
+        Requests that got no answer, or a status worth retrying, are tried again ``max_retries`` times.
+
+        Raises:
+            BackendUnavailable: the server cannot be reached (``BackendTimeout``: not within the timeout).
+        """
+        attempt = 0
+        while True:
+            try:
+                reply = await self.http.post("/chat/completions", body)
+            except UpstreamTimeout as exc:
+                if attempt >= self.max_retries:
+                    raise wire_errors.timed_out(self._errors) from exc
+                wait = None
+            except UpstreamError as exc:
+                if attempt >= self.max_retries:
+                    raise wire_errors.unreachable(exc, self._errors) from exc
+                wait = None
+            else:
+                if reply.status not in _RETRIED or attempt >= self.max_retries:
+                    return reply
+                wait = wire_errors.parse_retry_after(reply.headers)
+                await reply.close()
+            await asyncio.sleep(min(8.0, wait if wait is not None else 0.5 * 2**attempt))
+            attempt += 1
+
+    async def answer(self, body: bytes) -> Reply:
+        """``send``, with an error status raised as the project's error (read from the body the server sent).
+
+        Raises:
+            BackendUnavailable: the server cannot be reached or did not answer in time.
+            RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
+            ProviderError: any other error status.
+        """
+        reply = await self.send(body)
+        if reply.status < 400:
+            return reply
+        raw = await self.read(reply)
+        raise wire_errors.status_error(reply.status, reply.headers, raw, self._errors)
+
+    async def read(self, reply: Reply) -> bytes:
+        """The whole body of ``reply``.
+
+        Raises:
+            BackendDropped: the connection broke in the middle of it; ``BackendTimeout``: it stopped coming.
+        """
+        try:
+            return await reply.read()
+        except UpstreamTimeout as exc:
+            raise wire_errors.timed_out(self._errors) from exc
+        except UpstreamError as exc:
+            raise wire_errors.dropped(exc, self._errors) from exc
+
+    async def pieces(self, reply: Reply) -> AsyncGenerator[bytes, None]:
+        """The body of ``reply`` as it arrives, closed at the end (errors as ``read``'s)."""
+        try:
+            while piece := await reply.piece():
+                yield piece
+        except UpstreamTimeout as exc:
+            raise wire_errors.timed_out(self._errors) from exc
+        except UpstreamError as exc:
+            raise wire_errors.dropped(exc, self._errors) from exc
+        finally:
+            await reply.close()
+
+    def _bound(self, whole: float | None) -> float | None:
+        """The deadline of the next wait: the whole request's, or sooner the gap's (``idle_timeout_s``)."""
+        idle = self.idle_timeout_s
+        if idle is None:
+            return whole
+        until = asyncio.get_running_loop().time() + idle
+        return until if whole is None else min(whole, until)
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Run one turn with ``stream=True`` and yield its events, ending with ``Finish``.
 
@@ -282,103 +382,90 @@ class OpenAICompatBackend:
         the wait for each next event; a stream that ends without a finish reason was cut off.
 
         Raises:
-            BackendUnavailable: the server cannot be reached, did not answer in time, went silent, dropped
-                the connection mid-stream, or ended the stream before its end.
+            BackendUnavailable: the server cannot be reached or did not answer in time (``BackendTimeout``),
+                went silent, dropped the connection mid-stream or ended the stream before its end
+                (``BackendDropped``).
             RateLimited: HTTP 429; ``retry_after`` from ``Retry-After``.
             ProviderError: any other error status, an error inside the 200 stream, or an event that is not a
                 chat completion chunk.
         """
-        kwargs, extra = self.request_body(request, stream=True)
-        normalizer = StreamNormalizer(self.dialect)
-        received = False
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        body = self.request_json(request, stream=True)
+        loop = asyncio.get_running_loop()
+        whole = loop.time() + self.timeout_s if self.timeout_s is not None else None
         try:
-            async with asyncio.timeout_at(deadline):
-                chunks = await self._client.chat.completions.create(**kwargs, stream=True, extra_body=extra)
-                await self._check_event_stream(chunks)
-            try:
-                iterator = aiter(chunks)
-                while True:
-                    chunk = await self._next_chunk(iterator, deadline)
-                    if chunk is None:
-                        break
-                    received = True
-                    for event in normalizer.feed(self._payload(chunk, "sent a stream event")):
-                        yield event
-            finally:
-                await chunks.close()
-        except openai.OpenAIError as exc:
-            raise translate_error(exc, self._errors, mid_stream=received) from exc
+            async with asyncio.timeout_at(whole):
+                reply = await self.answer(body)
         except TimeoutError:
             raise self._too_slow() from None
+        normalizer = StreamNormalizer(self.dialect)
+        done = False
+        try:
+            media = reply.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media in _NOT_A_STREAM:
+                text = (await self.read(reply)).decode("utf-8", "replace")
+                raise ProviderError(
+                    f"the {self.dialect} endpoint at {self.base_url} answered a streamed request with "
+                    f"{media} instead of an event stream: {_quoted(text)}"
+                )
+            lines = aiter(reply.lines())
+            while True:
+                until = self._bound(whole)
+                try:
+                    if until is None:  # no bound here (the caller's): no timer per event
+                        data = await _next_event(lines)
+                    else:
+                        async with asyncio.timeout_at(until):
+                            data = await _next_event(lines)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise self._silent(whole, until) from None
+                data = data.strip()
+                if data == "[DONE]":
+                    done = True
+                    await reply.drain()
+                    break
+                for event in normalizer.feed(self._chunk(data)):
+                    yield event
+        except UpstreamTimeout as exc:
+            raise wire_errors.timed_out(self._errors) from exc
+        except UpstreamError as exc:
+            raise wire_errors.dropped(exc, self._errors) from exc
+        finally:
+            await reply.close()
         events = normalizer.finish()
-        last = events[-1]
-        if isinstance(last, Finish) and last.reason is None:
-            raise BackendUnavailable(
-                f"the stream from the {self.dialect} endpoint at {self.base_url} ended without its terminator "
-                "(no finish reason, no [DONE]): the answer was cut off; the server may have crashed or restarted"
-            )
+        last = events[-1] if events else None
+        if not done and (not isinstance(last, Finish) or last.reason is None):
+            raise wire_errors.cut_off(self._errors)
         for event in events:
             yield event
 
-    async def _check_event_stream(self, chunks: Any) -> None:
-        """``ProviderError`` quoting the body when a streamed request was answered with something else."""
-        response = getattr(chunks, "response", None)
-        if response is None:
-            return
-        content_type = str(response.headers.get("content-type", ""))
-        media = content_type.split(";")[0].strip().lower()
-        # Only the bodies error pages come as; a stream labelled oddly (text/plain) is still read as one.
-        if media not in ("text/html", "application/json", "application/xhtml+xml"):
-            return
+    def _chunk(self, data: str) -> dict[str, Any]:
+        """One stream event's data as a chunk; the error it carries, or what it is when it is not a chunk, raised."""
         try:
-            body = (await response.aread()).decode("utf-8", errors="replace")
-        finally:
-            await chunks.close()
-        raise ProviderError(
-            f"the {self.dialect} endpoint at {self.base_url} answered a streamed request with "
-            f"{media} instead of an event stream: {_quoted(body)}"
-        )
-
-    async def _next_chunk(self, iterator: AsyncIterator[Any], deadline: float) -> Any:
-        """The next chunk of a stream, or None at its end, within the deadline and the idle timeout."""
-        loop = asyncio.get_running_loop()
-        idle = self.idle_timeout_s
-        until = deadline if idle is None else min(deadline, loop.time() + idle)
-        try:
-            async with asyncio.timeout_at(until):
-                return await anext(iterator)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            if idle is not None and until < deadline:
-                raise BackendUnavailable(
-                    f"the {self.dialect} endpoint at {self.base_url} sent no stream event for {idle:g} s; "
-                    "check that it is running and not overloaded, or raise idle_timeout_s"
-                ) from None
-            raise
-        except ValueError as exc:  # the event's data is not JSON (json.JSONDecodeError)
-            doc = getattr(exc, "doc", None)
-            shown = repr(doc[:200]) if isinstance(doc, str) else f"{type(exc).__name__}: {exc}"
+            chunk = json.loads(data)
+        except ValueError:
+            chunk = data
+        if not isinstance(chunk, dict):
             raise ProviderError(
                 f"the {self.dialect} endpoint at {self.base_url} sent a stream event that is not a chat "
-                f"completion chunk: {shown}"
-            ) from None
+                f"completion chunk: {_quoted(chunk)}"
+            )
+        if chunk.get("error"):
+            raise wire_errors.stream_error(chunk["error"], self._errors)
+        return chunk
 
-    def _payload(self, value: Any, what: str) -> dict[str, Any]:
-        """A chunk or response as a dict; ``ProviderError`` quoting it when it is not a JSON object."""
-        if isinstance(value, pydantic.BaseModel):
-            dumped = value.model_dump(exclude_unset=True)
-            if isinstance(dumped, dict):
-                return dumped
-        kind = "chunk" if what.startswith("sent") else ""
-        noun = f"a chat completion {kind}".rstrip()
-        raise ProviderError(
-            f"the {self.dialect} endpoint at {self.base_url} {what} that is not {noun}: {_quoted(value)}"
-        )
+    def _silent(self, whole: float | None, until: float | None) -> BackendError:
+        idle = self.idle_timeout_s
+        if idle is not None and (whole is None or (until is not None and until < whole)):
+            return BackendTimeout(
+                f"the {self.dialect} endpoint at {self.base_url} sent no stream event for {idle:g} s; "
+                "check that it is running and not overloaded, or raise idle_timeout_s"
+            )
+        return self._too_slow()
 
-    def _too_slow(self) -> BackendUnavailable:
-        return BackendUnavailable(
+    def _too_slow(self) -> BackendTimeout:
+        return BackendTimeout(
             f"the {self.dialect} endpoint at {self.base_url} did not finish its answer within {self.timeout_s:g} s; "
             "check that it is running and not overloaded, or raise the timeout"
         )
@@ -392,26 +479,27 @@ class OpenAICompatBackend:
             ProviderError: any other error status, an error object in the response, or a body that is not
                 a chat completion.
         """
-        kwargs, extra = self.request_body(request, stream=False)
+        body = self.request_json(request, stream=False)
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.chat.completions.create(**kwargs, stream=False, extra_body=extra)
-        except openai.OpenAIError as exc:
-            raise translate_error(exc, self._errors) from exc
+                raw = await self.read(await self.answer(body))
         except TimeoutError:
             raise self._too_slow() from None
-        except ValueError as exc:  # a JSON content type whose body is not JSON
-            doc = getattr(exc, "doc", None)
+        try:
+            payload: Any = json.loads(raw)
+        except ValueError:
+            payload = raw.decode("utf-8", "replace")
+        if not isinstance(payload, dict):
             raise ProviderError(
                 f"the {self.dialect} endpoint at {self.base_url} answered with something that is not a chat "
-                f"completion: {repr(doc[:200]) if isinstance(doc, str) else exc}"
-            ) from None
-        for event in response_events(self._payload(response, "answered with something"), self.dialect):
+                f"completion: {_quoted(payload)}"
+            )
+        for event in response_events(payload, self.dialect):
             yield event
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
-        await self._client.close()
+        await self.http.aclose()
 
     async def __aenter__(self) -> OpenAICompatBackend:
         return self

@@ -1,11 +1,11 @@
-"""Translate ``openai`` client errors into the project's exception tree, at the backend seam.
+"""Translate what went wrong talking to an OpenAI-compatible upstream into the project's exception tree.
 
 =====================================  ==============================================================
 what happened                          raised
 =====================================  ==============================================================
 connection refused, dead server        ``BackendUnavailable`` naming the URL and how to start the server
-connection dropped mid-stream          ``BackendUnavailable`` saying the answer was cut off
-no answer within ``timeout_s``         ``BackendUnavailable``
+connection dropped mid-answer          ``BackendDropped`` saying the answer was cut off
+no answer within ``timeout_s``         ``BackendTimeout``
 401 / 403                              ``ProviderError`` saying which environment variable holds the key
 402 (OpenRouter: out of credits)       ``ProviderError``, not retryable
 429                                    ``RateLimited`` with ``retry_after`` from ``Retry-After``
@@ -29,9 +29,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-
-from tooldispatch.errors import BackendError, BackendUnavailable, ContextWindowExceeded, ProviderError, RateLimited
+from tooldispatch.errors import (
+    BackendDropped,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    ContextWindowExceeded,
+    ProviderError,
+    RateLimited,
+)
 
 # vLLM's refusals of a request that does not fit ``--max-model-len`` (0.32.0, recorded in tests/fixtures/wire/vllm):
 #   "This model's maximum context length is 32768 tokens. However, your prompt contains at least 32769 input
@@ -112,9 +118,8 @@ def _mask(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-def _status_error(exc: openai.APIStatusError, ctx: ErrorContext) -> BackendError:
-    status = exc.status_code
-    message, _ = _body_message(exc.body)
+def _status_error(status: int, headers: Mapping[str, str], body: object, ctx: ErrorContext) -> BackendError:
+    message, _ = _body_message(body)
     message = _mask(message[:500], ctx.secret)
     where = f"{ctx.dialect} endpoint at {ctx.base_url}"
     if status in (401, 403):
@@ -130,7 +135,7 @@ def _status_error(exc: openai.APIStatusError, ctx: ErrorContext) -> BackendError
             status=402,
         )
     if status == 429:
-        retry_after = parse_retry_after(dict(exc.response.headers))
+        retry_after = parse_retry_after(headers)
         wait = f"; retry after {retry_after:g} s" if retry_after is not None else ""
         return RateLimited(
             f"the {where} is rate limiting requests (HTTP 429: {message}){wait}", retry_after=retry_after
@@ -164,41 +169,59 @@ def _context_window(message: str, n_ctx: int, where: str) -> ContextWindowExceed
     )
 
 
-def translate_error(exc: openai.OpenAIError, ctx: ErrorContext, *, mid_stream: bool = False) -> BackendError:
-    """Return the project error for an ``openai`` client error (raise it ``from exc``).
+def timed_out(ctx: ErrorContext) -> BackendTimeout:
+    """The upstream did not connect or send more of its answer within the read timeout."""
+    limit = f" within {ctx.timeout_s:g} s" if ctx.timeout_s else ""
+    return BackendTimeout(
+        f"the {ctx.dialect} endpoint at {ctx.base_url} did not answer{limit}; "
+        "check that it is running and not overloaded, or raise the timeout"
+    )
 
-    Args:
-        exc: what the ``openai`` client raised.
-        ctx: the backend's URL, dialect, start hint and key variable, for the message.
-        mid_stream: part of the answer had already arrived (a dropped connection, not an unreachable server).
-    """
-    if isinstance(exc, openai.APITimeoutError):
-        limit = f" within {ctx.timeout_s:g} s" if ctx.timeout_s else ""
-        return BackendUnavailable(
-            f"the {ctx.dialect} endpoint at {ctx.base_url} did not answer{limit}; "
-            "check that it is running and not overloaded, or raise the timeout"
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f" ({type(cause).__name__}: {_mask(str(cause), ctx.secret)[:200]})" if cause else ""
-        if mid_stream:
-            return BackendUnavailable(
-                f"the connection to the {ctx.dialect} endpoint at {ctx.base_url} dropped in the middle of the "
-                f"answer{detail}; the server may have crashed or restarted"
-            )
-        hint = f"; {ctx.start_hint}" if ctx.start_hint else ""
-        return BackendUnavailable(f"cannot reach the {ctx.dialect} endpoint at {ctx.base_url}{detail}{hint}")
-    if isinstance(exc, openai.APIStatusError):
-        return _status_error(exc, ctx)
-    if isinstance(exc, openai.APIError):
-        message, code = _body_message(exc.body)
-        if not message:
-            message = exc.message
-        message = _mask(message[:500], ctx.secret)
-        return ProviderError(
-            f"the {ctx.dialect} endpoint at {ctx.base_url} reported an error inside an HTTP 200 stream: "
-            f"code {code!r}: {message}",
-            status=code if isinstance(code, int) else None,
-            retryable=isinstance(code, int) and code in (408, 429, 502, 503),
-        )
-    return BackendError(f"the {ctx.dialect} client failed: {type(exc).__name__}: {_mask(str(exc), ctx.secret)[:300]}")
+
+def unreachable(cause: BaseException, ctx: ErrorContext) -> BackendUnavailable:
+    """The upstream cannot be reached (nothing of an answer arrived)."""
+    detail = f" ({_mask(str(cause), ctx.secret)[:200]})"
+    hint = f"; {ctx.start_hint}" if ctx.start_hint else ""
+    return BackendUnavailable(f"cannot reach the {ctx.dialect} endpoint at {ctx.base_url}{detail}{hint}")
+
+
+def dropped(cause: BaseException, ctx: ErrorContext) -> BackendDropped:
+    """The connection broke after the upstream's answer had begun."""
+    return BackendDropped(
+        f"the connection to the {ctx.dialect} endpoint at {ctx.base_url} dropped in the middle of the answer "
+        f"({_mask(str(cause), ctx.secret)[:200]}); the server may have crashed or restarted"
+    )
+
+
+def cut_off(ctx: ErrorContext) -> BackendDropped:
+    """The stream ended without its terminator (no finish reason, no ``[DONE]``)."""
+    return BackendDropped(
+        f"the stream from the {ctx.dialect} endpoint at {ctx.base_url} ended without its terminator "
+        "(no finish reason, no [DONE]): the answer was cut off; the server may have crashed or restarted"
+    )
+
+
+def status_error(status: int, headers: Mapping[str, str], body: bytes, ctx: ErrorContext) -> BackendError:
+    """The project error for an HTTP error status (``body`` as the server sent it)."""
+    return _status_error(status, headers, _json_or_text(body), ctx)
+
+
+def stream_error(error: object, ctx: ErrorContext) -> ProviderError:
+    """The project error for an error object inside an HTTP 200 stream."""
+    message, code = _body_message(error)
+    if not message:
+        message = "An error occurred during streaming"
+    message = _mask(message[:500], ctx.secret)
+    return ProviderError(
+        f"the {ctx.dialect} endpoint at {ctx.base_url} reported an error inside an HTTP 200 stream: "
+        f"code {code!r}: {message}",
+        status=code if isinstance(code, int) else None,
+        retryable=isinstance(code, int) and code in (408, 429, 502, 503),
+    )
+
+
+def _json_or_text(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")

@@ -1,10 +1,14 @@
 """Turn command-line choices into matrix targets: which backend, which weights, which route.
 
+The backend is one of the profiles' kinds (``profiles.factory.KINDS``), or a label the records use:
+
 - ``llamacpp``: one cell per ``name@QUANT`` (× constrained off/on); the weights are resolved through
   ``tooldispatch.models`` (pulled or derived beforehand), and their real tensor types are read from the file.
-- ``openai``: a running OpenAI-compatible server (vLLM, llama-server); one cell per parse mode.
-- ``openrouter``: one cell per provider quantization, each pinned (``quantizations: [q]``, ``only``,
-  ``allow_fallbacks: false``, ``require_parameters: true``) so that no cell is silently served by another route.
+- ``openai_compat`` (recorded as ``openai``): a running OpenAI-compatible server (vLLM, llama-server, by
+  ``--dialect``); one cell per parse mode.
+- ``openai_compat`` with the ``openrouter`` dialect, or ``openrouter`` for short (recorded as ``openrouter``):
+  one cell per provider quantization, each pinned (``quantizations: [q]``, ``only``, ``allow_fallbacks: false``,
+  ``require_parameters: true``) so that no cell is silently served by another route.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from tooldispatch.backends.base import Backend
 from tooldispatch.bench.corpus import Cell
 from tooldispatch.bench.runner import ModelFacts, Target
 from tooldispatch.errors import ConfigError
+from tooldispatch.profiles.factory import read_backend, record_label
 
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
@@ -31,14 +36,14 @@ class MatrixSpec:
     """What the user asked to run.
 
     Attributes:
-        backend: ``llamacpp``, ``openai`` or ``openrouter``.
-        models: ``name@QUANT`` specs (llamacpp) or one served model name (openai, openrouter).
+        backend: a backend kind (``llamacpp``, ``openai_compat``) or a record label (``openai``, ``openrouter``).
+        models: ``name@QUANT`` specs (llamacpp) or one served model name (a server).
         parse_modes: ``client`` and/or ``server`` (server needs an HTTP backend).
         constrained: ``off``, ``on`` (constrained, tool_choice auto) and/or ``required`` (constrained, every
             output a call); llamacpp only.
-        base_url: the server for ``openai``.
-        dialect: ``vllm`` or ``llama-server`` for ``openai``.
-        quant_label: how an ``openai`` server's weights are labelled in reports (``nvfp4``).
+        base_url: the server (OpenRouter's own URL on the ``openrouter`` dialect).
+        dialect: ``vllm``, ``llama-server`` or ``openrouter`` for a server.
+        quant_label: how a server's weights are labelled in reports (``nvfp4``).
         provider_quantizations: OpenRouter quantizations, one cell each.
         provider_only: OpenRouter provider slugs to allow.
         n_threads: CPU threads for llama.cpp.
@@ -68,14 +73,13 @@ def build_targets(spec: MatrixSpec) -> list[Target]:
         ConfigError: an unknown backend, a server parse mode on llama.cpp, a missing ``--base-url``, or a
             model that is not available locally (the message names the command that fixes it).
     """
-    if spec.backend == "llamacpp":
-        return _llamacpp_targets(spec)
-    if spec.backend in ("openai", "openrouter"):
-        return _http_targets(spec)
-    raise ConfigError(f"unknown backend {spec.backend!r}; use llamacpp, openai or openrouter")
+    kind, dialect = read_backend(spec.backend, spec.dialect)
+    if kind.in_process:
+        return _llamacpp_targets(spec, record_label(kind))
+    return _http_targets(spec, dialect or "vllm", record_label(kind, dialect))
 
 
-def _llamacpp_targets(spec: MatrixSpec) -> list[Target]:
+def _llamacpp_targets(spec: MatrixSpec, label: str) -> list[Target]:
     from tooldispatch import models
 
     if any(m != "client" for m in spec.parse_modes):
@@ -90,7 +94,7 @@ def _llamacpp_targets(spec: MatrixSpec) -> list[Target]:
             if mode not in CONSTRAINED_MODES:
                 raise ConfigError(f"unknown constrained mode {mode!r}; use off, on or required")
             cell = Cell(
-                backend="llamacpp",
+                backend=label,
                 model=parsed.manifest.id,
                 quant=parsed.quant.name,
                 parse_mode="client",
@@ -153,7 +157,7 @@ def _unpinned(only: Sequence[str]) -> dict[str, Any]:
     return provider
 
 
-def _http_targets(spec: MatrixSpec) -> list[Target]:
+def _http_targets(spec: MatrixSpec, dialect: str, label: str) -> list[Target]:
     if len(spec.models) != 1:
         raise ConfigError(
             f"--backend {spec.backend} runs one served model; pass --model NAME (got {list(spec.models)})"
@@ -163,27 +167,28 @@ def _http_targets(spec: MatrixSpec) -> list[Target]:
     model = spec.models[0]
     routes: list[tuple[str, dict[str, Any] | None]]
     key_env: str | None
-    if spec.backend == "openrouter":
+    openrouter = dialect == "openrouter"
+    if openrouter:
         quants = list(spec.provider_quantizations)
         routes = [(q, openrouter_provider(q, spec.provider_only)) for q in quants] or [
             ("default", _unpinned(spec.provider_only))
         ]
-        base_url, dialect, key_env = OPENROUTER_URL, "openrouter", spec.api_key_env or OPENROUTER_KEY_ENV
+        base_url, key_env = spec.base_url or OPENROUTER_URL, spec.api_key_env or OPENROUTER_KEY_ENV
     else:
         if not spec.base_url:
-            raise ConfigError("--backend openai needs --base-url (e.g. http://spark:8000/v1)")
+            raise ConfigError(f"--backend {spec.backend} needs --base-url (e.g. http://spark:8000/v1)")
         routes = [(spec.quant_label, None)]
-        base_url, dialect, key_env = spec.base_url, spec.dialect, spec.api_key_env
+        base_url, key_env = spec.base_url, spec.api_key_env
     targets: list[Target] = []
     for quant, provider in routes:
         for parse_mode in spec.parse_modes:
-            cell = Cell(backend=spec.backend, model=model, quant=quant, parse_mode=parse_mode)
+            cell = Cell(backend=label, model=model, quant=quant, parse_mode=parse_mode)
             targets.append(
                 Target(
                     cell=cell,
                     make_backend=_http_factory(base_url, model, dialect, key_env, parse_mode, provider, spec.extra),
                     facts=ModelFacts(family=model, tool_format="hermes"),
-                    safe_names=spec.backend == "openrouter" and parse_mode == "server",
+                    safe_names=openrouter and parse_mode == "server",
                 )
             )
     return targets

@@ -91,13 +91,18 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 
 def bfcl(
     models: Annotated[
-        str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; openai/openrouter: the served model.")
+        str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; a server: the served model.")
     ] = DEMO_MODEL,
     categories: Annotated[str, typer.Option(help=_CATEGORIES_HELP)] = "simple_python,irrelevance",
     limit: Annotated[int, typer.Option(help="First N cases of each category (0: all).")] = 25,
-    backend: Annotated[str, typer.Option(help="llamacpp, openai or openrouter.")] = "llamacpp",
-    base_url: Annotated[str, typer.Option(help="OpenAI-compatible server for --backend openai.")] = "",
-    dialect: Annotated[str, typer.Option(help="Server dialect for --backend openai: vllm or llama-server.")] = "vllm",
+    backend: Annotated[
+        str,
+        typer.Option(help="Backend kind: llamacpp or openai_compat (openrouter: that with the OpenRouter dialect)."),
+    ] = "llamacpp",
+    base_url: Annotated[str, typer.Option(help="OpenAI-compatible server for --backend openai_compat.")] = "",
+    dialect: Annotated[
+        str, typer.Option(help="Server dialect for --backend openai_compat: vllm, llama-server or openrouter.")
+    ] = "vllm",
     quant_label: Annotated[str, typer.Option(help="Report label of a served model's weights (nvfp4).")] = "served",
     provider_quantizations: Annotated[str, typer.Option(help="OpenRouter: one pinned cell per quantization.")] = "",
     provider_only: Annotated[str, typer.Option(help="OpenRouter: provider slugs to allow.")] = "",
@@ -132,6 +137,7 @@ def bfcl(
     from tooldispatch.bench.runner import RunOptions
     from tooldispatch.bench.session import REPORT_DIR, run_session
     from tooldispatch.bench.targets import MatrixSpec, build_targets
+    from tooldispatch.profiles.factory import read_backend
 
     try:
         cats = _split(categories)
@@ -150,11 +156,12 @@ def bfcl(
             n_ctx=n_ctx or None,
         )
         targets = build_targets(spec)
+        local = read_backend(backend)[0].in_process
         options = RunOptions(
             seeds=[int(s) for s in _split(seeds)],
             max_tokens=max_tokens,
             temperature=temperature,
-            concurrency=concurrency or (1 if backend == "llamacpp" else 4),
+            concurrency=concurrency or (1 if local else 4),
         )
         meta = {
             "categories": cats,

@@ -109,7 +109,10 @@ def proxy(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No access-log line per request.")] = False,
     client_timeout: Annotated[
-        float, typer.Option("--client-timeout", min=0.1, help="Seconds a client may take to send its request body.")
+        float,
+        typer.Option(
+            "--client-timeout", min=0.1, help="Seconds a client may take to send its request headers, and its body."
+        ),
     ] = 60.0,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8100,
@@ -168,6 +171,7 @@ def proxy(
     from tooldispatch.cli.session import prefix_cache_setting
     from tooldispatch.policy import load_policy
     from tooldispatch.proxy import Limits, Proxy, Recorder, build_app, build_upstream
+    from tooldispatch.proxy.server import with_head_timeout
     from tooldispatch.proxy.translate import ToolCache
     from tooldispatch.store import open_store
 
@@ -223,7 +227,7 @@ def proxy(
     app = build_app(proxy)
     where = upstream.base_url or "in process"
     tools = declared.source if declared is not None else "no --policy, every tool side-effecting"
-    prefix_cache = getattr(upstream.backend, "prefix_cache", None)  # the in-process llama.cpp backend has one
+    prefix_cache = upstream.prefix_cache  # the in-process model's; a server keeps its own
     if prefix_cache is not None:
         if cache_mb is not None:
             prefix_cache.set_limit(cache_mb * MB)  # before the first request: the same as building it so
@@ -246,6 +250,7 @@ def proxy(
             loop=loop,
             proxy_headers=False,
             server_header=False,
+            http=with_head_timeout(client_timeout),
         )
     finally:
         state.close()

@@ -119,12 +119,13 @@ def prefix_cache_setting(given: int | None) -> int | None:
 def build_backend(settings: Settings) -> Any:
     """The backend of the settings' profile, with the model and llama.cpp settings applied."""
     from tooldispatch.profiles import backend_from_profile, load_profile
+    from tooldispatch.profiles.factory import kind
 
     prof = load_profile(settings.profile)
     overrides: dict[str, Any] = {}
     if settings.model:
         overrides["model"] = settings.model
-    if prof.backend == "llamacpp":
+    if kind(prof.backend).in_process:
         if settings.n_ctx is not None:
             overrides["n_ctx"] = settings.n_ctx
         if settings.threads is not None:

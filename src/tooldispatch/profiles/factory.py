@@ -1,14 +1,84 @@
-"""Build the backend a profile describes."""
+"""The backend kinds, and the backend a profile describes.
+
+This is the one place that knows the kinds (``KINDS``): a profile's ``backend`` key, the benchmark's
+``--backend`` and the proxy's upstream all name a kind from it, and everything else asks it what a kind is
+(``kind``: in process or a server) instead of comparing names.
+
+Benchmark records name a cell's backend with their own labels, kept as they were so that committed corpora,
+cell keys (``llamacpp|model@quant|client|free``) and published summaries stay valid: ``llamacpp`` for the
+in-process kind, and for a server ``openrouter`` on the OpenRouter dialect and ``openai`` on the others.
+``record_label`` writes them and ``read_backend`` reads them (and ``--backend``'s older names) back.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 from tooldispatch.backends.base import Backend
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
 from tooldispatch.errors import ConfigError
-from tooldispatch.profiles.launch import client_host, fill
-from tooldispatch.profiles.schema import Profile, load_profile
+
+if TYPE_CHECKING:
+    from tooldispatch.profiles.schema import Profile
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A backend kind.
+
+    Attributes:
+        name: its name in profiles and on the command line (``llamacpp``, ``openai_compat``).
+        in_process: the model runs in this process (no server to start, no ``[client]`` table).
+        what: one line for help and error messages.
+    """
+
+    name: str
+    in_process: bool
+    what: str
+
+
+KINDS: Final = {
+    "llamacpp": Kind("llamacpp", in_process=True, what="llama.cpp in process"),
+    "openai_compat": Kind("openai_compat", in_process=False, what="an OpenAI-compatible server or OpenRouter"),
+}
+_RECORDED: Final = {"openai": ("openai_compat", None), "openrouter": ("openai_compat", "openrouter")}
+"""The benchmark's record labels of the server kind (and ``--backend``'s older names): kind and dialect."""
+
+
+def kind(name: object, *, where: str = "") -> Kind:
+    """The kind called ``name``.
+
+    Raises:
+        ConfigError: no kind has that name (the message lists them, prefixed with ``where``).
+    """
+    found = KINDS.get(name) if isinstance(name, str) else None
+    if found is None:
+        names = " or ".join(repr(k) for k in KINDS)
+        raise ConfigError(f"{where}'backend' must be {names}, got {name!r}")
+    return found
+
+
+def read_backend(name: str, dialect: str | None = None) -> tuple[Kind, str | None]:
+    """The kind and dialect a benchmark's ``--backend`` (or a record's label) names: a kind, or one of the
+    record labels (``openai``; ``openrouter``, which implies its dialect).
+
+    Raises:
+        ConfigError: an unknown name.
+    """
+    if name in _RECORDED:
+        kind_name, implied = _RECORDED[name]
+        return KINDS[kind_name], implied or dialect
+    if name not in KINDS:
+        raise ConfigError(f"unknown backend {name!r}; use {', '.join(KINDS)} (or openrouter)")
+    return KINDS[name], dialect
+
+
+def record_label(kind_: Kind, dialect: str | None = None) -> str:
+    """The label a benchmark record gives a cell's backend (see the module's text)."""
+    if kind_.in_process:
+        return kind_.name
+    return "openrouter" if dialect == "openrouter" else "openai"
 
 
 def tool_format_for(model: str | None) -> str | None:
@@ -21,7 +91,9 @@ def tool_format_for(model: str | None) -> str | None:
 
 
 def client_base_url(profile: Profile, *, host: str | None = None, port: int | None = None) -> str:
-    """The client URL of an ``openai_compat`` profile, with ``{host}`` / ``{port}`` filled in."""
+    """The client URL of a server profile, with ``{host}`` / ``{port}`` filled in."""
+    from tooldispatch.profiles.launch import client_host, fill
+
     if profile.client is None:
         raise ConfigError(f"profile {profile.name!r} has no [client] table")
     server = profile.server
@@ -42,8 +114,10 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
     Raises:
         ConfigError: the profile is invalid, or a required setting (an API key) is missing.
     """
+    from tooldispatch.profiles.schema import load_profile
+
     prof = load_profile(profile) if isinstance(profile, str) else profile
-    if prof.backend == "llamacpp":
+    if kind(prof.backend).in_process:
         from tooldispatch.backends.llamacpp import LlamaCppBackend
 
         settings = {**prof.llamacpp, **overrides}
@@ -53,8 +127,18 @@ def backend_from_profile(profile: Profile | str, **overrides: Any) -> Backend:
             raise ConfigError(f"{prof.path}: a llamacpp profile needs 'model' (NAME@QUANT) or a model override")
         backend: Backend = LlamaCppBackend(model_path, **settings)
         return backend
+    return server_backend(prof, **overrides)
+
+
+def server_backend(prof: Profile, **overrides: Any) -> OpenAICompatBackend:
+    """The backend of a server profile (``backend_from_profile``'s overrides).
+
+    Raises:
+        ConfigError: the profile runs its model in process, or a required setting (an API key) is missing.
+    """
     client = prof.client
-    assert client is not None
+    if client is None:
+        raise ConfigError(f"profile {prof.name!r} runs its model in process; it names no server")
     host = overrides.pop("host", None)
     port = overrides.pop("port", None)
     openai_settings: dict[str, Any] = {

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tooldispatch.errors import BackendUnavailable, ConfigError
 from tooldispatch.home import models_dir
+from tooldispatch.profiles.factory import kind
 from tooldispatch.profiles.schema import Profile
 
 _PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|home|cache|models)\}")
@@ -116,7 +117,7 @@ def plan_launch(
     """
     server = profile.server
     if server is None:
-        if profile.backend == "llamacpp":
+        if kind(profile.backend).in_process:
             raise ConfigError(
                 f"profile {profile.name!r} runs the model in-process; there is no server to start. "
                 f'Run it directly: tooldispatch run "..." --profile {profile.name}'

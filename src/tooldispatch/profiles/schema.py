@@ -40,8 +40,7 @@ from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.packaged import Entry, entries, folders, where
-
-BackendKind = Literal["llamacpp", "openai_compat"]
+from tooldispatch.profiles.factory import kind
 
 _TOP = frozenset({"description", "backend", "model", "notes", "client", "server", "llamacpp"})
 _CLIENT = frozenset(
@@ -147,7 +146,7 @@ class Profile:
         name: the file's stem.
         path: the file it came from.
         description: one line for ``--help`` and listings.
-        backend: ``llamacpp`` (in-process) or ``openai_compat`` (a server).
+        backend: the backend kind (``profiles.factory.KINDS``: ``llamacpp`` in process, ``openai_compat`` a server).
         model: the ``name@QUANT`` manifest reference, when the profile names one.
         client: the client settings (``openai_compat`` only).
         server: how to launch the server, when there is one to launch.
@@ -158,7 +157,7 @@ class Profile:
     name: str
     path: Path
     description: str
-    backend: BackendKind
+    backend: str
     model: str | None = None
     client: ClientSpec | None = None
     server: ServerSpec | None = None
@@ -263,18 +262,17 @@ def parse_profile(data: Mapping[str, Any], *, path: Path) -> Profile:
     """
     _check(path, "", data, _TOP)
     backend = data.get("backend")
-    if backend not in ("llamacpp", "openai_compat"):
-        raise ConfigError(f"{path}: 'backend' must be 'llamacpp' or 'openai_compat', got {backend!r}")
+    backend_kind = kind(backend, where=f"{path}: ")
     client = _client(path, _get(path, data, "client", dict, {})) if "client" in data else None
-    if backend == "openai_compat" and client is None:
-        raise ConfigError(f"{path}: an openai_compat profile needs a [client] table")
+    if not backend_kind.in_process and client is None:
+        raise ConfigError(f"{path}: an {backend_kind.name} profile needs a [client] table")
     llamacpp = _get(path, data, "llamacpp", dict, {})
     _check(path, "llamacpp", llamacpp, _LLAMACPP)
     return Profile(
         name=path.stem,
         path=path,
         description=_get(path, data, "description", str, ""),
-        backend=backend,
+        backend=backend_kind.name,
         model=_get(path, data, "model", str, None),
         client=client,
         server=_server(path, _get(path, data, "server", dict, {})) if "server" in data else None,

@@ -8,7 +8,8 @@ soon as it is complete. Every request's parse outcome is counted in the store.
 
 Modules: ``translate`` (request checks, answers), ``upstream`` (what the proxy talks to), ``turn`` and
 ``stream`` (a turn without and with SSE), ``errors`` (OpenAI's error shape), ``stats`` (counting and rates),
-``app`` (the routes), ``scripted`` (a scripted upstream for the benchmark and tests), ``report``.
+``app`` (the routes), ``server`` (uvicorn's protocol with a bound on a request head's arrival), ``scripted`` (a
+scripted upstream for the benchmark and tests), ``report``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -119,6 +118,17 @@ def _too_big(bound: int) -> ProxyError:
     return ProxyError(413, f"the request body is over {bound} bytes (--max-body-bytes)", code="request_too_large")
 
 
+def _too_slow(where: str, timeout_s: float, what: str) -> ProxyError:
+    """504 ``upstream_timeout``: the upstream did not ``what`` within ``--timeout``."""
+    return ProxyError(
+        504,
+        f"{where} did not {what} within {timeout_s:g} s (--timeout); check that it is not overloaded, or raise "
+        "--timeout",
+        type="timeout",
+        code="upstream_timeout",
+    )
+
+
 def _internal(exc: Exception) -> ProxyError:
     return ProxyError(
         500,
@@ -178,7 +188,8 @@ class Proxy:
         tool_cache: the tool lists already checked (``ToolCache``: agents send the same tools every turn).
         repeat_guard: answer a turn that only repeats answered calls without calls (``guard``).
         access_log: one log line per request (``--quiet`` turns it off).
-        client_timeout_s: how long a client may take to send its request body.
+        client_timeout_s: how long a client may take to send its request body, in all (its head is bounded by
+            the server's protocol, ``server.with_head_timeout``).
     """
 
     upstream: Upstream
@@ -216,9 +227,10 @@ class Proxy:
             raise _too_big(bound)
         parts: list[bytes] = []
         size = 0
+        deadline = asyncio.get_running_loop().time() + self.client_timeout_s  # the whole body, not each read
         while True:
             try:
-                async with asyncio.timeout(self.client_timeout_s):
+                async with asyncio.timeout_at(deadline):
                     message = await receive()
             except TimeoutError:
                 raise ProxyError(
@@ -375,70 +387,58 @@ class Proxy:
     async def _forward(
         self, request: ProxyRequest, raw: bytes, stats: RequestStats, started: float
     ) -> Response | SseResponse:
-        """Send a request without tools to the HTTP upstream as it came, and its answer back as it comes."""
+        """Send a request without tools to the HTTP upstream as it came, and its answer back as it comes.
+
+        It goes through the backend's own client (its errors are the backend's, answered by ``from_backend``);
+        ``timeout_s`` bounds the whole answer of a non-streamed request and each gap of a streamed one.
+        """
         up = self.upstream
-        client = up.http()
-        outgoing = client.build_request(
-            "POST", f"{up.base_url}/chat/completions", content=up.forward_body(request.body, raw)
-        )
+        http = up.http
+        assert http is not None
+        where = f"the upstream at {http.base_url}"
         try:
-            response = await client.send(outgoing, stream=True)
-        except httpx2.TimeoutException as exc:
-            raise ProxyError(
-                504,
-                f"the upstream at {up.base_url} did not answer in {up.timeout_s:g} s",
-                type="timeout",
-                code="upstream_timeout",
-            ) from exc
-        except httpx2.HTTPError as exc:
+            async with asyncio.timeout(up.timeout_s):
+                reply = await http.send(up.forward_body(request.body, raw))
+        except TimeoutError as exc:
+            raise _too_slow(where, up.timeout_s, "answer") from exc
+        if reply.status in (401, 403):
+            await reply.close()
             raise ProxyError(
                 502,
-                f"cannot reach the upstream at {up.base_url} ({type(exc).__name__}); check that it is running",
-                type="upstream_error",
-                code="upstream_unavailable",
-            ) from exc
-        if response.status_code in (401, 403):
-            await response.aclose()
-            raise ProxyError(
-                502,
-                f"the upstream at {up.base_url} rejected the proxy's own key (HTTP {response.status_code}); "
+                f"{where} rejected the proxy's own key (HTTP {reply.status}); "
                 "set the upstream key's environment variable the profile names",
                 type="upstream_error",
                 code="upstream_auth",
             )
-        kind = response.headers.get("content-type", "application/json")
-        if not request.stream or response.status_code != 200 or not kind.startswith("text/event-stream"):
+        kind = reply.headers.get("content-type", "application/json")
+        if not request.stream or reply.status != 200 or not kind.startswith("text/event-stream"):
             try:
                 async with asyncio.timeout(up.timeout_s):  # the whole answer, not each read
-                    content = await response.aread()
-            except (httpx2.TimeoutException, TimeoutError) as exc:
-                raise ProxyError(
-                    504,
-                    f"the upstream at {up.base_url} did not finish its answer in {up.timeout_s:g} s",
-                    type="timeout",
-                    code="upstream_timeout",
-                ) from exc
-            except httpx2.HTTPError as exc:
-                raise upstream_dropped(
-                    f"the upstream at {up.base_url} dropped the connection in the middle of its answer "
-                    f"({type(exc).__name__}); it may have crashed or restarted"
-                ) from exc
-            finally:
-                await response.aclose()
-            stats.status = response.status_code
-            if response.status_code != 200:
+                    content = await http.read(reply)
+            except TimeoutError as exc:
+                raise _too_slow(where, up.timeout_s, "finish its answer") from exc
+            stats.status = reply.status
+            if reply.status != 200:
                 stats.error = "upstream_status"
             if self.record:
                 stats.record = record_json(request.body, {"forwarded": True}, content.decode("utf-8", "replace"))
             self._count(stats, started)
-            passed = {k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "retry-after-ms")}
-            return Response(content, status_code=response.status_code, media_type=kind, headers=passed)
+            passed = {k: v for k, v in reply.headers.items() if k in ("retry-after", "retry-after-ms")}
+            return Response(content, status_code=reply.status, media_type=kind, headers=passed)
+        pieces = http.pieces(reply)
 
         async def body() -> AsyncIterator[bytes]:
             tail = b""  # the end of what went out: a whole stream ends with its [DONE] event
             try:
                 first = True
-                async for part in response.aiter_raw():
+                while True:
+                    try:
+                        async with asyncio.timeout(up.timeout_s):  # each gap of the stream
+                            part = await anext(pieces)
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError as exc:
+                        raise _too_slow(where, up.timeout_s, "send the next part of its stream") from exc
                     if first:
                         stats.first_token_s = time.monotonic() - started
                         first = False
@@ -446,26 +446,19 @@ class Proxy:
                     yield part
                 if b"data: [DONE]" not in tail:
                     raise upstream_dropped(
-                        f"the stream from the upstream at {up.base_url} ended without its terminator ([DONE]): "
+                        f"the stream from {where} ended without its terminator ([DONE]): "
                         "the answer was cut off; the server may have crashed or restarted"
                     )
-            except (httpx2.HTTPError, ProxyError) as exc:
-                err = (
-                    exc
-                    if isinstance(exc, ProxyError)
-                    else upstream_dropped(
-                        f"the upstream at {up.base_url} dropped the stream ({type(exc).__name__}); it may have "
-                        "crashed or restarted"
-                    )
-                )
+            except (TooldispatchError, ProxyError) as exc:
+                err = exc if isinstance(exc, ProxyError) else from_backend(exc)
                 stats.status, stats.error = err.status, err.code
                 yield b"\n\n" + err.sse() + b"data: [DONE]\n\n"
             finally:
                 with anyio.CancelScope(shield=True):
-                    await response.aclose()
+                    await pieces.aclose()
 
         async def closed(disconnected: bool) -> None:
-            await response.aclose()  # a no-op when body() already closed it
+            await reply.close()  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             self._count(stats, started)

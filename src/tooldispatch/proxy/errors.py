@@ -27,10 +27,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import openai
-
 from tooldispatch.errors import (
+    BackendDropped,
     BackendError,
+    BackendTimeout,
     BackendUnavailable,
     ConfigError,
     ContextWindowExceeded,
@@ -89,11 +89,6 @@ def invalid(message: str, *, param: str | None = None, code: str = "invalid_requ
     return ProxyError(400, message, param=param, code=code)
 
 
-def _timed_out(exc: BaseException) -> bool:
-    cause = exc.__cause__
-    return isinstance(cause, openai.APITimeoutError) or type(cause).__name__ in ("ReadTimeout", "ConnectTimeout")
-
-
 def context_exceeded(exc: ContextWindowExceeded, *, local: bool) -> ProxyError:
     """400 ``context_length_exceeded`` (OpenAI's code, which clients do not retry) with the counts."""
     if local:
@@ -120,9 +115,11 @@ def from_backend(exc: TooldispatchError, *, local: bool = False) -> ProxyError:
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": f"{max(0, round(exc.retry_after))}"} if exc.retry_after is not None else {}
         return ProxyError(429, message, type="rate_limit_error", code="rate_limited", headers=headers)
+    if isinstance(exc, BackendTimeout):
+        return ProxyError(504, message, type="timeout", code="upstream_timeout")
+    if isinstance(exc, BackendDropped):
+        return upstream_dropped(message)
     if isinstance(exc, BackendUnavailable):
-        if _timed_out(exc):
-            return ProxyError(504, message, type="timeout", code="upstream_timeout")
         return ProxyError(502, message, type="upstream_error", code="upstream_unavailable")
     if isinstance(exc, BackendError):
         status = exc.status

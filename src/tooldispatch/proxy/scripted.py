@@ -203,11 +203,12 @@ class Running:
 
 @contextmanager
 def serve_in_thread(
-    app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+    app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning", http: Any = "auto"
 ) -> Iterator[Running]:
     """Run an ASGI app with uvicorn on a thread of its own; stop it when the block ends.
 
-    Port 0 picks a free port (the one bound is in the yielded URL).
+    Port 0 picks a free port (the one bound is in the yielded URL); ``http`` is uvicorn's protocol (a class, such
+    as ``server.with_head_timeout``'s).
     """
     import socket
 
@@ -217,7 +218,9 @@ def serve_in_thread(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app, log_level=log_level, lifespan="on", access_log=False, timeout_graceful_shutdown=2, http=http
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="tooldispatch-uvicorn", daemon=True)
     thread.start()

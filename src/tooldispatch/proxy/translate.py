@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import openai
 from jsonschema import SchemaError
 
-from tooldispatch.backends.base import ChatRequest
+from tooldispatch.backends.base import OMIT, ChatRequest
 from tooldispatch.backends.messages import MessageError, normalize_messages
 from tooldispatch.errors import ConfigError
 from tooldispatch.policy import ToolPolicy
@@ -53,9 +52,9 @@ _HANDLED: Final = frozenset(
 # an encoder on every call.
 _ARGUMENTS: Final = json.JSONEncoder(ensure_ascii=False)
 _MARSHAL_FORMAT: Final = 2  # ``ToolCache``'s keys: every value written in full, no back-references
-# A field the client did not send is left out of the upstream body (the ``openai`` client drops ``Omit``
-# values from ``extra_body`` when it merges it into the body), so the upstream applies its own default.
-_OMIT: Final = openai.Omit()
+# A field the client did not send is left out of the upstream body (``ChatRequest.extra``'s ``OMIT``), so the
+# upstream applies its own default.
+_OMIT: Final = OMIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The upstream behind the proxy: a backend for requests with tools, a raw HTTP client for the rest.
+"""The upstream behind the proxy: its backend, for requests with tools and for forwarding the rest.
 
 Three kinds, chosen on the command line (``tooldispatch proxy``):
 
@@ -6,33 +6,35 @@ Three kinds, chosen on the command line (``tooldispatch proxy``):
   requests with tools go through ``OpenAICompatBackend`` in the profile's parse mode (``server``: the
   upstream extracts calls and the proxy repairs and validates them; ``client``: the tools go into the
   prompt and the raw text is parsed here), and requests without tools are forwarded as they came, bytes
-  in and bytes out;
+  in and bytes out, through the same backend's HTTP client (``OpenAICompatBackend.send``): one client and one
+  error translation per upstream;
 - the in-process llama.cpp backend (``--model NAME@QUANT``, or a ``llamacpp`` profile): every request goes
   through ``LlamaCppBackend``, so the proxy is itself a local OpenAI server.
 
-The upstream's own key (``OPENROUTER_API_KEY``) is read from the environment by the backend and put in the
-forwarding client's headers; it is never part of a repr, a log line or an error message.
+The upstream's own key (``OPENROUTER_API_KEY``) is read from the environment by the backend and put in its
+client's headers; it is never part of a repr, a log line or an error message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import httpx2
-
 from tooldispatch.backends.base import Backend, ChatRequest, Event
+from tooldispatch.backends.http import HttpPool, UpstreamError
 from tooldispatch.backends.openai_compat import OpenAICompatBackend, with_tool_prompt
+from tooldispatch.backends.prefix_cache import PrefixCache
 from tooldispatch.errors import ConfigError
 from tooldispatch.proxy.errors import ProxyError
 from tooldispatch.proxy.translate import ProxyRequest
-from tooldispatch.proxy.wire import transport_for, wire_events
 
 ParseMode = Literal["server", "client"]
 Mode = Literal["server", "client", "in-process"]
+DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_PARSE: dict[str, ParseMode] = {"vllm": "server", "openrouter": "server", "llama-server": "client"}
 """The parse mode for ``--base-url``: vLLM and OpenRouter render tools with the model's own template and
 extract calls; llama-cpp-python's server extracts none, so its raw text is parsed here."""
@@ -48,10 +50,12 @@ class Upstream:
         label: the model's name in the statistics (the manifest name when known).
         quant: the quantization label in the statistics (``Q4_K_M``, ``NVFP4``, ``served``).
         mode: ``server``, ``client`` or ``in-process``.
-        base_url: the upstream's API root, for forwarding (``None`` in process).
+        http: the backend again when it is an HTTP server (``None`` in process): it answers non-streamed
+            requests without streaming, and requests without tools are forwarded through its client.
         served_model: the ``model`` the upstream expects in requests.
         tool_format: the tool prompt format of client mode (for writing earlier calls back as text).
-        timeout_s: the upstream request timeout.
+        timeout_s: bounds the whole answer of a non-streamed request and each gap of a streamed one.
+        prefix_cache: the in-process model's cache of saved context states (``None`` for a server).
     """
 
     backend: Backend
@@ -59,13 +63,11 @@ class Upstream:
     label: str
     quant: str
     mode: Mode
-    base_url: str | None = None
+    http: OpenAICompatBackend | None = field(default=None, repr=False)
     served_model: str | None = None
     tool_format: str = "hermes"
     timeout_s: float = 600.0
-    _headers: dict[str, str] = field(default_factory=dict, repr=False)
-    _http: httpx2.AsyncClient | None = field(default=None, repr=False)
-    _transport: Any = field(default=None, repr=False)
+    prefix_cache: PrefixCache | None = field(default=None, repr=False)
 
     @property
     def engine(self) -> str:
@@ -78,19 +80,14 @@ class Upstream:
         return self.backend.capabilities.constrained
 
     @property
+    def base_url(self) -> str | None:
+        """The HTTP upstream's API root (``None`` in process)."""
+        return self.http.base_url if self.http is not None else None
+
+    @property
     def forwards(self) -> bool:
         """Whether requests without tools are forwarded to an HTTP upstream as they came."""
-        return self.base_url is not None
-
-    def http(self) -> httpx2.AsyncClient:
-        """The forwarding client, made on first use (inside the server's event loop)."""
-        if self._http is None:
-            self._http = httpx2.AsyncClient(
-                timeout=httpx2.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=200),
-                headers=self._headers,
-            )
-        return self._http
+        return self.http is not None
 
     def prepare(self, request: ProxyRequest) -> ChatRequest:
         """The backend request for this upstream's mode.
@@ -120,40 +117,25 @@ class Upstream:
         return chat if messages is chat.messages else replace(chat, messages=messages)
 
     def events(self, request: ChatRequest, *, stream: bool) -> AsyncIterator[Event]:
-        """The turn's events; a non-streamed client request is asked without streaming where the backend can.
+        """The turn's events; a non-streamed client request is asked without streaming where the upstream can.
 
-        An HTTP upstream is asked through ``wire.wire_events`` (the backend's request and readers, without the
-        SDK's per-request cost); the in-process model through its backend. ``timeout_s`` bounds the whole
-        answer of a non-streamed request and the wait for each next event of a streamed one.
+        ``timeout_s`` bounds the whole answer of a non-streamed request and the wait for each next event of a
+        streamed one, for every kind of upstream alike (the backend of an HTTP upstream is built without a bound
+        of its own).
         """
-        if isinstance(self.backend, OpenAICompatBackend):
-            if self._transport is None:
-                self._transport = transport_for(self.backend.base_url, timeout_s=self.timeout_s, headers=self._headers)
-            events = wire_events(self.backend, self._transport, request, stream=stream)
-            if stream:  # the transport bounds each read by timeout_s already: each gap of the stream
-                return events
-        else:
-            events = self.backend.stream(request)
+        events = self.backend.stream(request) if stream or self.http is None else self.http.complete(request)
         return _bounded(events, self.timeout_s, whole=not stream, where=self.base_url or "the in-process model")
 
     def forward_body(self, body: Mapping[str, Any], raw: bytes) -> bytes:
         """The bytes to forward: as sent, unless the ``model`` must become the upstream's."""
         if self.served_model is None or body.get("model") == self.served_model:
             return raw
-        import json
-
         return json.dumps({**body, "model": self.served_model}).encode()
 
     async def aclose(self) -> None:
         """Close the HTTP connections (the in-process model stays loaded)."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
-        if self._transport is not None:
-            await self._transport.aclose()
-            self._transport = None
-        if isinstance(self.backend, OpenAICompatBackend):
-            await self.backend.aclose()
+        if self.http is not None:
+            await self.http.aclose()
 
 
 async def _bounded(events: AsyncIterator[Event], timeout_s: float, *, whole: bool, where: str) -> AsyncIterator[Event]:
@@ -194,30 +176,28 @@ def _split_model(spec: str | None) -> tuple[str, str]:
 def from_backend(
     backend: OpenAICompatBackend,
     *,
+    timeout_s: float | None = None,
     model_spec: str | None = None,
     quant: str | None = None,
     model: str | None = None,
-    headers: Mapping[str, str] | None = None,
 ) -> Upstream:
-    """The upstream for an OpenAI-compatible backend (``model_spec`` is the profile's ``NAME@QUANT``, ``headers``
-    its extra HTTP headers)."""
+    """The upstream for an OpenAI-compatible backend (``timeout_s``: the proxy's bound, by default the backend's;
+    ``model_spec``: the profile's ``NAME@QUANT``).
+
+    The proxy bounds the time of every upstream alike (``Upstream.events``), so ``build_upstream`` builds the
+    backend without a bound of its own (``timeout_s=None``).
+    """
     name, spec_quant = _split_model(model_spec)
-    headers = {**dict(headers or {}), "Content-Type": "application/json"}
-    if backend.api_key_env:
-        headers["Authorization"] = f"Bearer {os.environ.get(backend.api_key_env, '')}"
-    if backend.dialect == "openrouter":
-        headers["X-OpenRouter-Title"] = "tooldispatch"
     return Upstream(
         backend=backend,
         model=model or backend.model,
         label=name or backend.model,
         quant=quant or spec_quant or "served",
         mode=backend.parse,
-        base_url=backend.base_url,
+        http=backend,
         served_model=backend.model,
         tool_format=backend.tool_format,
-        timeout_s=backend.timeout_s,
-        _headers=headers,
+        timeout_s=timeout_s or backend.timeout_s or DEFAULT_TIMEOUT_S,
     )
 
 
@@ -236,21 +216,33 @@ def in_process(model_spec: str, *, timeout_s: float | None = None, **settings: A
         mode="in-process",
         tool_format=backend.tool_format,
         timeout_s=timeout_s if timeout_s is not None else 600.0,
+        prefix_cache=backend.prefix_cache,
     )
 
 
 def served_models(base_url: str, *, headers: Mapping[str, str] | None = None, timeout_s: float = 5.0) -> list[str]:
-    """The model ids ``GET {base_url}/models`` lists.
+    """The model ids ``GET {base_url}/models`` lists (asked through the same HTTP client as every request).
 
     Raises:
         ConfigError: the upstream does not answer or lists no model.
     """
+
+    async def listed() -> Any:
+        pool = HttpPool(base_url, timeout_s=timeout_s, headers=headers)
+        try:
+            async with asyncio.timeout(timeout_s):
+                reply = await pool.send(b"GET", "/models")
+                status, raw = reply.status, await reply.read()
+        finally:
+            await pool.aclose()
+        if status != 200:
+            raise UpstreamError(f"HTTP {status}")
+        return json.loads(raw)
+
     try:
-        response = httpx2.get(f"{base_url}/models", headers=dict(headers or {}), timeout=timeout_s)
-        response.raise_for_status()
-        data = response.json().get("data") or []
+        data = asyncio.run(listed()).get("data") or []
         ids = [str(m["id"]) for m in data if isinstance(m, Mapping) and m.get("id")]
-    except (httpx2.HTTPError, ValueError, AttributeError, KeyError) as exc:
+    except (UpstreamError, TimeoutError, ValueError, AttributeError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"cannot list the models of {base_url} ({type(exc).__name__}); start the upstream first, or name its "
             "model with --served-model"
@@ -297,24 +289,22 @@ def build_upstream(
         if served_model is None:
             key = os.environ.get(upstream_key_env or "", "")
             served_model = served_models(url, headers={"Authorization": f"Bearer {key}"} if key else None)[0]
-        settings: dict[str, Any] = {}
-        if timeout_s is not None:
-            settings["timeout_s"] = timeout_s
         backend = OpenAICompatBackend(
             base_url=url,
             model=served_model,
             dialect=dialect,  # type: ignore[arg-type]  # checked by the backend, with a clear error
             parse=parse or DEFAULT_PARSE.get(dialect, "client"),
             api_key_env=upstream_key_env,
-            **settings,
+            timeout_s=None,
         )
-        return from_backend(backend, quant=quant)
-    from tooldispatch.profiles import DEFAULT_PROFILE, backend_from_profile, load_profile
+        return from_backend(backend, timeout_s=timeout_s or DEFAULT_TIMEOUT_S, quant=quant)
+    from tooldispatch.profiles import DEFAULT_PROFILE, load_profile
+    from tooldispatch.profiles.factory import kind, server_backend
 
     prof = load_profile(profile or DEFAULT_PROFILE)
-    if prof.backend == "llamacpp":
+    if kind(prof.backend).in_process:
         if prof.model is None:
-            raise ConfigError(f"{prof.path}: a llamacpp profile needs 'model' (NAME@QUANT)")
+            raise ConfigError(f"{prof.path}: a {prof.backend} profile needs 'model' (NAME@QUANT)")
         return in_process(
             prof.model, timeout_s=timeout_s, **{**dict(prof.llamacpp), "n_ctx": n_ctx or prof.llamacpp.get("n_ctx")}
         )
@@ -330,9 +320,6 @@ def build_upstream(
         overrides["model"] = served_model
     if upstream_key_env is not None:
         overrides["api_key_env"] = upstream_key_env
-    if timeout_s is not None:
-        overrides["timeout_s"] = timeout_s
-    built = backend_from_profile(prof, **overrides)
-    assert isinstance(built, OpenAICompatBackend)
-    extra_headers = dict(prof.client.headers) if prof.client is not None else {}
-    return from_backend(built, model_spec=prof.model, quant=quant, headers=extra_headers)
+    built = server_backend(prof, timeout_s=None, **overrides)
+    bound = timeout_s or (prof.client.timeout_s if prof.client is not None else DEFAULT_TIMEOUT_S)
+    return from_backend(built, timeout_s=bound, model_spec=prof.model, quant=quant)

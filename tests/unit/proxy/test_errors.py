@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 
-import httpx2
-import openai
 import pytest
 
-from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError, RateLimited, TooldispatchError
+from tooldispatch.errors import (
+    BackendTimeout,
+    BackendUnavailable,
+    ConfigError,
+    ProviderError,
+    RateLimited,
+    TooldispatchError,
+)
 from tooldispatch.proxy.errors import ProxyError, from_backend
 
 
@@ -21,8 +26,7 @@ def test_rate_limit_is_429_with_retry_after() -> None:
 def test_unreachable_upstream_is_502_and_a_timeout_504() -> None:
     """A dead upstream is a bad gateway; one that did not answer in time is a gateway timeout."""
     assert from_backend(BackendUnavailable("cannot reach")).status == 502
-    timeout = BackendUnavailable("did not answer")
-    timeout.__cause__ = openai.APITimeoutError(request=httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions"))
+    timeout = BackendTimeout("did not answer")
     err = from_backend(timeout)
     assert (err.status, err.type, err.code) == (504, "timeout", "upstream_timeout")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import openai
 import pytest
 
+from tooldispatch.backends.base import Omit
 from tooldispatch.proxy.errors import ProxyError
 from tooldispatch.proxy.translate import Limits, ToolCache, completion_json, read_request
 from tooldispatch.types import ToolCall
@@ -48,7 +48,7 @@ def test_plain_request_keeps_every_unhandled_field_for_the_upstream() -> None:
 def test_unset_sampling_fields_are_left_out_of_the_upstream_body() -> None:
     """max_tokens, temperature and seed the client did not send are omitted, so the upstream's defaults apply."""
     req = read({"messages": ASK})
-    assert all(isinstance(req.chat.extra[k], openai.Omit) for k in ("max_tokens", "temperature", "seed"))
+    assert all(isinstance(req.chat.extra[k], Omit) for k in ("max_tokens", "temperature", "seed"))
     sent = read({"messages": ASK, "max_tokens": 7, "temperature": 0.3, "seed": 5})
     assert (sent.chat.max_tokens, sent.chat.temperature, sent.chat.seed) == (7, 0.3, 5)
     assert not any(k in sent.chat.extra for k in ("max_tokens", "temperature", "seed"))

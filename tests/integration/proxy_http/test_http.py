@@ -1,4 +1,5 @@
-"""The proxy's HTTP/1.1 client: framing read from whatever arrives, kept-alive connections, failures named.
+"""The HTTP/1.1 client of an HTTP upstream (the backend's and the proxy's): framing read from whatever arrives,
+kept-alive connections, failures named.
 
 The upstream here is a raw asyncio server on 127.0.0.1 that writes each answer in the pieces a test gives
 (with a pause between pieces, so they arrive apart), and counts the connections it accepted.
@@ -7,16 +8,20 @@ The upstream here is a raw asyncio server on 127.0.0.1 that writes each answer i
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from tooldispatch.backends.base import ChatRequest, ContentDelta, Finish
+from tooldispatch.backends.http import HttpPool, UpstreamError, UpstreamTimeout
 from tooldispatch.backends.openai_compat import OpenAICompatBackend
-from tooldispatch.proxy.http1 import Http1Pool, UpstreamError, UpstreamTimeout
-from tooldispatch.proxy.wire import wire_events
+from tooldispatch.errors import ProviderError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -82,7 +87,7 @@ CHUNKED = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n"
 async def test_chunked_body_split_at_every_byte_is_read_exactly() -> None:
     """A chunked answer arriving one byte at a time (size lines, data and CRLFs all split) reads as its data."""
     async with raw_server([[head("transfer-encoding: chunked\r\n"), *bytewise(CHUNKED)]]) as (_, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         reply = await pool.post("/chat/completions", b"{}")
         assert (reply.status, await reply.read()) == (200, b"hello, world")
         assert len(pool.idle) == 1
@@ -94,7 +99,7 @@ async def test_chunked_trailers_are_read_and_the_connection_reused() -> None:
     body = b"3\r\nabc\r\n0\r\nx-trailer: 1\r\n\r\n"
     answers = [[head("transfer-encoding: chunked\r\n") + body], [head("content-length: 2\r\n") + b"ok"]]
     async with raw_server(answers) as (server, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"abc"
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"ok"
         assert server.connections == 1
@@ -105,7 +110,7 @@ async def test_content_length_body_in_pieces_and_kept_alive() -> None:
     """A Content-Length answer in several pieces reads whole; two requests share one connection."""
     answers = [[head("content-length: 11\r\n"), b"hello", b" ", b"world"], [head("content-length: 2\r\n"), b"ok"]]
     async with raw_server(answers) as (server, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"hello world"
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"ok"
         assert (server.connections, len(server.requests)) == (1, 2)
@@ -115,7 +120,7 @@ async def test_content_length_body_in_pieces_and_kept_alive() -> None:
 async def test_body_framed_by_the_connection_end_is_read_and_not_reused() -> None:
     """Without Content-Length or chunking, the body ends with the connection, which is then not reused."""
     async with raw_server([[head(""), b"all of it", CLOSE]]) as (_, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"all of it"
         assert pool.idle == []
 
@@ -125,7 +130,7 @@ async def test_no_content_answer_has_no_body_and_keeps_the_connection() -> None:
     reused."""
     answers = [[b"HTTP/1.1 204 No Content\r\n\r\n"], [head("content-length: 2\r\n") + b"ok"]]
     async with raw_server(answers) as (server, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         reply = await pool.post("/chat/completions", b"{}")
         assert (reply.status, await reply.read()) == (204, b"")
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"ok"
@@ -136,7 +141,7 @@ async def test_no_content_answer_has_no_body_and_keeps_the_connection() -> None:
 async def test_request_is_sent_whole_with_its_headers() -> None:
     """The request line, the pool's headers and the body arrive as one well-formed POST."""
     async with raw_server([[head("content-length: 0\r\n")]]) as (server, url):
-        pool = Http1Pool(url, timeout_s=5, headers={"Authorization": "Bearer k"})
+        pool = HttpPool(url, timeout_s=5, headers={"Authorization": "Bearer k"})
         await (await pool.post("/chat/completions", b'{"a": 1}')).read()
         sent = server.requests[0]
         assert sent.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
@@ -147,11 +152,11 @@ async def test_request_is_sent_whole_with_its_headers() -> None:
 
 
 async def test_malformed_chunk_size_is_an_upstream_error() -> None:
-    """A chunk size that is not hexadecimal fails with UpstreamError naming it."""
+    """A chunk size that is not hexadecimal fails with UpstreamError naming the fault (llhttp's words)."""
     async with raw_server([[head("transfer-encoding: chunked\r\n"), b"zz\r\nhello\r\n"]]) as (_, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         reply = await pool.post("/chat/completions", b"{}")
-        with pytest.raises(UpstreamError, match=r"malformed chunk size b'zz'"):
+        with pytest.raises(UpstreamError, match=r"not valid HTTP/1\.1 \(Invalid character in chunk size\)"):
             await reply.read()
         assert pool.idle == []
 
@@ -159,7 +164,7 @@ async def test_malformed_chunk_size_is_an_upstream_error() -> None:
 async def test_connection_closed_mid_body_is_an_upstream_error() -> None:
     """An answer cut off before its Content-Length is complete fails with UpstreamError."""
     async with raw_server([[head("content-length: 100\r\n"), b"partial", CLOSE]]) as (_, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         reply = await pool.post("/chat/completions", b"{}")
         with pytest.raises(UpstreamError, match="closed the connection before the whole answer"):
             await reply.read()
@@ -169,7 +174,7 @@ async def test_connection_closed_mid_body_is_an_upstream_error() -> None:
 async def test_silent_upstream_times_out() -> None:
     """An upstream that sends its head and then nothing fails with UpstreamTimeout after the pool's timeout."""
     async with raw_server([[head("content-length: 10\r\n"), PAUSE, PAUSE, b"0123456789"]]) as (_, url):
-        pool = Http1Pool(url, timeout_s=0.2)
+        pool = HttpPool(url, timeout_s=0.2)
         reply = await pool.post("/chat/completions", b"{}")
         with pytest.raises(UpstreamTimeout, match=r"no answer within 0\.2 s"):
             await reply.read()
@@ -180,7 +185,7 @@ async def test_kept_alive_connection_closed_by_the_upstream_is_replaced() -> Non
     """When the upstream closed an idle kept-alive connection, the next request goes out on a new one."""
     answers = [[head("content-length: 2\r\n") + b"ok", CLOSE], [head("content-length: 3\r\n") + b"yes"]]
     async with raw_server(answers) as (server, url):
-        pool = Http1Pool(url, timeout_s=5)
+        pool = HttpPool(url, timeout_s=5)
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"ok"
         await asyncio.sleep(0.05)  # the server's close arrives
         assert await (await pool.post("/chat/completions", b"{}")).read() == b"yes"
@@ -201,17 +206,18 @@ CHUNK = '{"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": 
 END = '{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
 
 
-async def _stream_once(backend: OpenAICompatBackend, pool: Http1Pool) -> list[object]:
+async def _stream_once(backend: OpenAICompatBackend, pool: HttpPool) -> list[object]:
+    assert pool is backend.http
     request = ChatRequest(messages=[{"role": "user", "content": "hello"}])
-    return [type(e) for e in [e async for e in wire_events(backend, pool, request, stream=True)]]
+    return [type(e) for e in [e async for e in backend.stream(request)]]
 
 
 async def test_streams_reuse_their_connection_after_done() -> None:
     """After ``[DONE]`` the stream's last chunk is read, so the next streamed request reuses the connection."""
     answers = [[*_sse(CHUNK, END, "[DONE]"), b"0\r\n\r\n"] for _ in range(3)]
     async with raw_server(answers) as (server, url):
-        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", parse="server")
-        pool = Http1Pool(url, timeout_s=5)
+        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", parse="server", timeout_s=5)
+        pool = backend.http
         for _ in range(3):
             assert await _stream_once(backend, pool) == [ContentDelta, Finish]
         assert (server.connections, len(server.requests)) == (1, 3)
@@ -224,11 +230,56 @@ async def test_stream_whose_end_does_not_follow_done_is_closed_not_reused() -> N
     after the drain limit and the next request opens a new one."""
     answers = [[*_sse(CHUNK, END, "[DONE]"), PAUSE, b"0\r\n\r\n"], [*_sse(CHUNK, END, "[DONE]"), b"0\r\n\r\n"]]
     async with raw_server(answers) as (server, url):
-        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", parse="server")
-        pool = Http1Pool(url, timeout_s=5, drain_s=0.1)
+        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", parse="server", timeout_s=5)
+        pool = backend.http
+        pool.drain_s = 0.1
         assert await _stream_once(backend, pool) == [ContentDelta, Finish]
         assert pool.idle == []
         assert await _stream_once(backend, pool) == [ContentDelta, Finish]
         assert server.connections == 2
         await pool.aclose()
         await backend.aclose()
+
+
+COMPLETION = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}'
+BUSY = b"HTTP/1.1 503 Busy\r\ncontent-type: application/json\r\nretry-after: 0\r\ncontent-length: 2\r\n\r\n{}"
+
+
+async def test_max_retries_tries_a_busy_upstream_again() -> None:
+    """With max_retries=1 a 503 (Retry-After: 0) is sent again and the second answer is the turn; without, it fails."""
+    request = ChatRequest(messages=[{"role": "user", "content": "hello"}])
+    async with raw_server([[BUSY], [head(f"content-length: {len(COMPLETION)}\r\n") + COMPLETION]]) as (server, url):
+        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", max_retries=1, timeout_s=5)
+        events = [type(e) for e in [e async for e in backend.complete(request)]]
+        assert (events, len(server.requests)) == ([ContentDelta, Finish], 2)
+        await backend.aclose()
+    async with raw_server([[BUSY]]) as (server, url):
+        backend = OpenAICompatBackend(base_url=url, model="m", dialect="vllm", timeout_s=5)
+        with pytest.raises(ProviderError) as info:
+            _ = [e async for e in backend.complete(request)]
+        assert (info.value.status, len(server.requests)) == (503, 1)
+        await backend.aclose()
+
+
+async def test_https_upstream_is_the_same_exchange_over_tls(tmp_path: Path) -> None:
+    """An https:// upstream (a self-signed certificate trusted by the pool) answers and keeps its connection."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    make = [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+    make += ["-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"]
+    subprocess.run(make, check=True, capture_output=True)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    state = RawServer([[head("transfer-encoding: chunked\r\n"), CHUNKED] for _ in range(2)])
+    server = await asyncio.start_server(state.handle, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    pool = HttpPool(f"https://localhost:{port}/v1", timeout_s=5, tls=ssl.create_default_context(cafile=cert))
+    try:
+        for _ in range(2):
+            assert await (await pool.post("/chat/completions", b"{}")).read() == b"hello, world"
+        assert state.connections == 1
+    finally:
+        await pool.aclose()
+        server.close()
