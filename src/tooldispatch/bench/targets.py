@@ -21,7 +21,7 @@ from tooldispatch.backends.base import Backend
 from tooldispatch.bench.corpus import Cell
 from tooldispatch.bench.runner import ModelFacts, Target
 from tooldispatch.errors import ConfigError
-from tooldispatch.profiles.factory import read_backend, record_label
+from tooldispatch.profiles.kinds import read_backend, record_label
 
 OPENROUTER_URL = "https://openrouter.ai/api/v1"
 OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"

@@ -137,7 +137,7 @@ def bfcl(
     from tooldispatch.bench.runner import RunOptions
     from tooldispatch.bench.session import REPORT_DIR, run_session
     from tooldispatch.bench.targets import MatrixSpec, build_targets
-    from tooldispatch.profiles.factory import read_backend
+    from tooldispatch.profiles.kinds import read_backend
 
     try:
         cats = _split(categories)

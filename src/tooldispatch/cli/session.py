@@ -119,7 +119,7 @@ def prefix_cache_setting(given: int | None) -> int | None:
 def build_backend(settings: Settings) -> Any:
     """The backend of the settings' profile, with the model and llama.cpp settings applied."""
     from tooldispatch.profiles import backend_from_profile, load_profile
-    from tooldispatch.profiles.factory import kind
+    from tooldispatch.profiles.kinds import kind
 
     prof = load_profile(settings.profile)
     overrides: dict[str, Any] = {}

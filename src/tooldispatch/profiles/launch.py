@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tooldispatch.errors import BackendUnavailable, ConfigError
 from tooldispatch.home import models_dir
-from tooldispatch.profiles.factory import kind
+from tooldispatch.profiles.kinds import kind
 from tooldispatch.profiles.schema import Profile
 
 _PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|home|cache|models)\}")

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from tooldispatch.errors import ConfigError
 from tooldispatch.packaged import Entry, entries, folders, where
-from tooldispatch.profiles.factory import kind
+from tooldispatch.profiles.kinds import kind
 
 _TOP = frozenset({"description", "backend", "model", "notes", "client", "server", "llamacpp"})
 _CLIENT = frozenset(

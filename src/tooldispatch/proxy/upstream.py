@@ -299,7 +299,8 @@ def build_upstream(
         )
         return from_backend(backend, timeout_s=timeout_s or DEFAULT_TIMEOUT_S, quant=quant)
     from tooldispatch.profiles import DEFAULT_PROFILE, load_profile
-    from tooldispatch.profiles.factory import kind, server_backend
+    from tooldispatch.profiles.factory import server_backend
+    from tooldispatch.profiles.kinds import kind
 
     prof = load_profile(profile or DEFAULT_PROFILE)
     if kind(prof.backend).in_process:
