@@ -33,6 +33,20 @@ class ConfigError(TooldispatchError):
     """A setting, profile, schema or path is wrong; the message says how to fix it."""
 
 
+class InvalidSchema(ConfigError):
+    """A tool's parameters schema is not a valid JSON Schema.
+
+    Attributes:
+        path: the JSON pointer, within the schema, of the part that is wrong (``/`` for the whole).
+        detail: what is wrong there, as ``jsonschema``'s meta-schema check says it.
+    """
+
+    def __init__(self, message: str, *, path: str, detail: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = detail
+
+
 class ModelNotFoundError(ConfigError):
     """A model file is missing or corrupt; the message names the command that fixes it."""
 

@@ -16,11 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from jsonschema import SchemaError
-
 from tooldispatch.backends.base import OMIT, ChatRequest
 from tooldispatch.backends.messages import MessageError, normalize_messages
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import ConfigError, InvalidSchema
 from tooldispatch.policy import ToolPolicy
 from tooldispatch.proxy.errors import invalid
 from tooldispatch.proxy.fields import check_fields
@@ -138,12 +136,9 @@ def check_tools(raw: Any, *, max_tools: int, policy: ToolPolicy | None = None) -
         seen.add(name)
         try:
             compiled(spec.parameters).validator(tool=name)  # compiled once per distinct schema, then cached
-        except ConfigError as exc:
-            if not isinstance(exc.__cause__, SchemaError):
-                raise
-            path = "/".join(str(p) for p in exc.__cause__.path)
+        except InvalidSchema as exc:
             raise invalid(
-                f"tool {name!r} ({where}): 'parameters' is not a valid JSON Schema at /{path}: {exc.__cause__.message}",
+                f"tool {name!r} ({where}): 'parameters' is not a valid JSON Schema at {exc.path}: {exc.detail}",
                 param=where,
             ) from exc
         specs.append(spec)

@@ -25,7 +25,7 @@ from typing import Any, Final
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
-from tooldispatch.errors import ConfigError
+from tooldispatch.errors import InvalidSchema
 from tooldispatch.repair.types import resolve_ref
 from tooldispatch.types import Checked
 
@@ -75,8 +75,10 @@ class Compiled:
             try:
                 cls.check_schema(dict(self.schema))
             except SchemaError as exc:
-                raise ConfigError(
-                    f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration"
+                raise InvalidSchema(
+                    f"tool {tool!r} has an invalid parameters schema: {exc.message}; fix the tool declaration",
+                    path="/" + "/".join(str(p) for p in exc.path),
+                    detail=str(exc.message),
                 ) from exc
             self._validator = cls(self.schema)
         return self._validator
@@ -162,8 +164,10 @@ def still_valid(checked: Checked | None, schema: Mapping[str, Any], arguments: A
 
 
 def _content_key(schema: Mapping[str, Any]) -> str:
+    # Keys in their written order: jsonschema reports the errors at one place in the order the schema lists its
+    # keywords, so equal schemas written in another order keep entries of their own.
     try:
-        return json.dumps(schema if type(schema) is dict else dict(schema), sort_keys=True, default=repr)
+        return json.dumps(schema if type(schema) is dict else dict(schema), default=repr)
     except (TypeError, ValueError, RecursionError):
         return f"id:{id(schema)}"
 
