@@ -6,6 +6,11 @@ server slot, for as long as it likes. ``with_head_timeout`` gives the protocol a
 connection opens or a request's first byte arrives and stops when the request's headers are complete; if it
 runs out, the client gets a 408 and the connection is closed, with one warning in the log. The body of a
 request is bounded by the application (``Proxy.client_timeout_s``), from its first read to its last.
+
+The connection is closed the way HTTP servers close one whose client may still be sending (a "lingering close"):
+the server sends what it wrote and its end of the stream, then reads and drops what still arrives, for at most
+``LINGER_S`` or until the client closes too. Closing at once while the client's bytes are still arriving makes
+the kernel answer them with a reset, and a reset can discard the answer (a 408, say) before the client reads it.
 """
 
 from __future__ import annotations
@@ -17,11 +22,43 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 _log = logging.getLogger("tooldispatch.proxy")
+LINGER_S = 2.0
 _SAID = b"the request headers did not arrive in time; send them whole, promptly\n"
 _TIMED_OUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
     b"content-length: %d\r\n\r\n%s" % (len(_SAID), _SAID)
 )
+
+
+class _LingeringTransport:
+    """A connection's transport whose ``close`` is a lingering close; everything else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self.lingering = False
+        self.linger_s = LINGER_S
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        """Send the end of the stream and close after ``linger_s``; the client's own close ends it sooner."""
+        if self.lingering:
+            if self.linger_s <= 0:
+                self._transport.close()
+            return
+        if self._transport.is_closing():
+            return
+        if self.linger_s <= 0 or not self._transport.can_write_eof():
+            self._transport.close()
+            return
+        self.lingering = True
+        self._transport.write_eof()
+        self._loop.call_later(self.linger_s, self._transport.close)
 
 
 class _HeadTimeoutProtocol(HttpToolsProtocol):
@@ -31,8 +68,17 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
     _head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._lingering = _LingeringTransport(transport, self.loop)
+        super().connection_made(self._lingering)  # type: ignore[arg-type]
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._lingering.lingering:  # after the answer and the close, what still arrives is dropped
+            super().data_received(data)
+
+    def shutdown(self) -> None:
+        self._lingering.linger_s = 0  # the server is stopping: close at once
+        super().shutdown()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -71,6 +71,29 @@ def test_headers_trickled_are_cut_with_a_408_and_a_log_line(caplog: pytest.LogCa
     assert line.endswith(": its request headers did not arrive within 0.6 s (--client-timeout)")
 
 
+def test_a_client_still_sending_when_cut_reads_the_408_not_a_reset() -> None:
+    """A client that keeps sending its head past the bound, reading nothing, still reads the whole 408 afterwards.
+
+    The server stops writing and drops what arrives after the answer instead of closing with unread bytes, which
+    the kernel would answer with a reset that can discard the 408 before the client reads it.
+    """
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + b"X-Padding: abcdefghijklmnopqrstuvwxyz\r\n" * 100
+    with served() as address, socket.create_connection(address, timeout=10) as sock:
+        sent_until = time.monotonic() + LIMIT_S * 1.5
+        for byte in head:
+            if time.monotonic() > sent_until:
+                break
+            sock.sendall(bytes([byte]))
+            time.sleep(0.001)
+        else:
+            pytest.fail("the head ran out before the bound; make it longer")
+        answer = b""
+        while piece := sock.recv(65536):
+            answer += piece
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert answer.endswith(b"\r\n\r\nthe request headers did not arrive in time; send them whole, promptly\n")
+
+
 def test_body_trickled_is_cut_at_the_bound_for_the_whole_body() -> None:
     """A body arriving a byte every 0.15 s (each gap well under the bound) is a 408 after 0.6 s in all."""
     head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
