@@ -30,6 +30,7 @@ class Cell:
         constrained: decoding constrained to the tool-call grammar.
         tool_choice: for constrained cells, ``auto`` (the model may answer; a call it starts follows the
             grammar) or ``required`` (every output is a call).
+        cut: the runtime's variant (``bench.cuts.CUTS``): ``full``, or the part switched off.
     """
 
     backend: str
@@ -38,6 +39,7 @@ class Cell:
     parse_mode: str = "client"
     constrained: bool = False
     tool_choice: str = "auto"
+    cut: str = "full"
 
     @property
     def mode(self) -> str:
@@ -48,21 +50,23 @@ class Cell:
 
     @property
     def key(self) -> str:
-        """A stable text key (``llamacpp|smollm2-135m-instruct@Q4_1|client|free``)."""
-        return f"{self.backend}|{self.model}@{self.quant}|{self.parse_mode}|{self.mode}"
+        """A stable text key (``llamacpp|smollm2-135m-instruct@Q4_1|client|free``, ``…|free|no-repair`` for a cut)."""
+        key = f"{self.backend}|{self.model}@{self.quant}|{self.parse_mode}|{self.mode}"
+        return key if self.cut == "full" else f"{key}|{self.cut}"
 
     @property
     def label(self) -> str:
         """A short label for charts (``smollm2-135m-instruct@Q4_1``, with mode suffixes when not default)."""
         constrained = self.mode.replace("-", ", ") if self.constrained else ""
-        extra = [m for m in (self.parse_mode if self.parse_mode != "client" else "", constrained)]
+        cut = self.cut if self.cut != "full" else ""
+        extra = [m for m in (self.parse_mode if self.parse_mode != "client" else "", constrained, cut)]
         suffix = "".join(f" [{e}]" for e in extra if e)
         return f"{self.model}@{self.quant}{suffix}"
 
     @classmethod
     def from_key(cls, key: str) -> Cell:
         """Parse a ``key`` back into a cell."""
-        backend, model_quant, parse_mode, mode = key.split("|")
+        backend, model_quant, parse_mode, mode, *cut = key.split("|")
         model, _, quant = model_quant.rpartition("@")
         constrained, _, choice = mode.partition("-")
         return cls(
@@ -72,6 +76,7 @@ class Cell:
             parse_mode=parse_mode,
             constrained=constrained == "constrained",
             tool_choice=choice or "auto",
+            cut=cut[0] if cut else "full",
         )
 
 

@@ -27,7 +27,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,9 +36,10 @@ from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
 from tooldispatch.bench.bfcl_data import function_to_tool
 from tooldispatch.bench.corpus import Cell, OutputRecord
+from tooldispatch.bench.cuts import CUTS, FULL, Cut
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
-from tooldispatch.bench.stats import rate
+from tooldispatch.bench.stats import paired_difference, rate
 from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.errors import BackendError, ConfigError
 
@@ -237,9 +238,16 @@ class MultiTurnOptions:
 
 
 async def run_case(
-    case: bfcl.MultiTurnCase, backend: Backend, options: MultiTurnOptions, *, wheel: Path | None = None
+    case: bfcl.MultiTurnCase,
+    backend: Backend,
+    options: MultiTurnOptions,
+    *,
+    wheel: Path | None = None,
+    cut: Cut = FULL,
 ) -> dict[str, Any]:
     """Run one case turn by turn and score it with BFCL's checker; return what the run stores.
+
+    ``cut`` changes the agent's options (``bench.cuts``); the full runtime by default.
 
     Each user turn is its own dispatcher session: a user who asks again asks for a new action, so an identical
     write in a later turn runs, while an identical write repeated within a turn is answered from its record.
@@ -253,6 +261,7 @@ async def run_case(
     register_functions(registry, case.functions, methods, log)
     dispatcher = Dispatcher(registry, store=":memory:")
     steps = bfcl.max_steps(wheel)
+    agent_options: dict[str, Any] = {"answer_tool": options.answer_tool, **cut.agent_options}
     history: tuple[dict[str, Any], ...] = ()
     executed: list[list[str]] = []
     transcripts: list[dict[str, Any]] = []
@@ -267,10 +276,10 @@ async def run_case(
             dispatcher=dispatcher,
             budget=Budget(max_turns=steps + 1, max_wall_s=options.max_wall_s),
             max_tokens=options.max_tokens,
-            answer_tool=options.answer_tool,
             temperature=options.temperature,
             seed=options.seed,
             session_id=f"{case.id}:turn{index}",
+            **agent_options,
         )
         first = len(log.calls)
         run = await agent.arun(task, history=history)
@@ -384,7 +393,7 @@ async def run_multi_turn(
                 started = time.monotonic()
                 error: str | None = None
                 try:
-                    result = await run_case(case, backend, options, wheel=wheel)
+                    result = await run_case(case, backend, options, wheel=wheel, cut=CUTS[target.cell.cut])
                 except BackendError as exc:
                     result, error = {"category": case.category, "passed": False}, f"{type(exc).__name__}: {exc}"
                 db.add(_record(target, case, options, result, time.monotonic() - started, error))
@@ -455,6 +464,57 @@ def summarize_multi_turn(records: Sequence[OutputRecord]) -> list[dict[str, Any]
     return rows
 
 
+def paired_cuts(records: Sequence[OutputRecord]) -> list[dict[str, Any]]:
+    """One row per (cut cell, category) that has a full-runtime cell of the same model: the two pass rates over
+    the cases both ran, and their paired difference (cut − full) with its 95 % interval."""
+    passed: dict[tuple[str, str], dict[str, bool]] = {}
+    for r in records:
+        category = str(r.extra.get("category") or "")
+        if category in bfcl.MULTI_TURN_CATEGORIES:
+            passed.setdefault((r.cell, category), {})[r.case_id] = bool(r.extra.get("passed"))
+    rows = []
+    for (key, category), cut_cases in sorted(passed.items()):
+        cell = Cell.from_key(key)
+        full_cases = passed.get((replace(cell, cut=FULL.name).key, category))
+        if cell.cut == FULL.name or full_cases is None:
+            continue
+        both = sorted(set(cut_cases) & set(full_cases))
+        rows.append(
+            {
+                "cell": key,
+                "cut": cell.cut,
+                "category": category,
+                "full": rate([full_cases[c] for c in both]),
+                "with_cut": rate([cut_cases[c] for c in both]),
+                "difference": paired_difference(cut_cases, full_cases),
+                "changed": [c for c in both if cut_cases[c] != full_cases[c]],
+            }
+        )
+    return rows
+
+
+def render_paired_cuts(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table of each cut against the full runtime, and what each cut changes."""
+    if not rows:
+        return ""
+    lines = [
+        "| model | cut | category | full runtime | with the cut | difference, cut − full (95 % CI) "
+        "| cases that changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cell = Cell.from_key(row["cell"])
+        changed = ", ".join(row["changed"]) or "none"
+        lines.append(
+            f"| {cell.model}@{cell.quant} | {row['cut']} | {row['category']} | {row['full'].fmt()} | "
+            f"{row['with_cut'].fmt()} | {row['difference'].fmt()} | {changed} |"
+        )
+    lines.append("")
+    for name in dict.fromkeys(row["cut"] for row in rows):
+        lines.append(f"- **{name}**: {CUTS[name].changed}.")
+    return "\n".join(lines) + "\n"
+
+
 def render_multi_turn(rows: Sequence[Mapping[str, Any]]) -> str:
     """A Markdown table of multi-turn results."""
     if not rows:
@@ -486,10 +546,11 @@ def run_multi_turn_command(
     n_ctx: int | None,
     n_threads: int | None,
     run_dir: Path,
+    cuts: Sequence[Cut] = (FULL,),
     on_done: Callable[[str, str, bool], None] | None = None,
 ) -> str:
-    """Run the multi-turn categories (resuming ``run_dir``) on llama.cpp models, or replay the ground truth;
-    write ``report/multiturn.md`` and return its table."""
+    """Run the multi-turn categories (resuming ``run_dir``) on llama.cpp models, or replay the ground truth, once
+    per cut; write ``report/multiturn.md`` and return its tables."""
     from tooldispatch.bench.bfcl_data import ensure_wheel
     from tooldispatch.bench.targets import MatrixSpec, build_targets
 
@@ -511,12 +572,17 @@ def run_multi_turn_command(
     else:
         spec = MatrixSpec(backend="llamacpp", models=list(models), n_ctx=n_ctx, n_threads=n_threads)
         targets, backend_for_case = build_targets(spec), None
+    targets = [replace(t, cell=replace(t.cell, cut=cut.name)) for t in targets for cut in cuts]
     db = ResultsDB(run_dir)
     try:
         asyncio.run(
             run_multi_turn(targets, cases, db, options, backend_for_case=backend_for_case, wheel=wheel, on_done=on_done)
         )
-        text = render_multi_turn(summarize_multi_turn(list(db.records())))
+        records = list(db.records())
+        text = render_multi_turn(summarize_multi_turn(records))
+        paired = render_paired_cuts(paired_cuts(records))
+        if paired:
+            text += "\n## Each cut against the full runtime, case by case\n\n" + paired
     finally:
         db.close()
     out = run_dir / "report"

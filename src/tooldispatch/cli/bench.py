@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tooldispatch.cli.agent import DEMO_MODEL
-from tooldispatch.errors import TooldispatchError
+from tooldispatch.errors import ConfigError, TooldispatchError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,6 +52,10 @@ _CATEGORIES_HELP = (
 _GROUND_TRUTH_HELP = (
     "Multi-turn: replay BFCL's ground-truth calls through the same agent, dispatcher and checker (a scripted "
     "model; no model is loaded), to check the harness."
+)
+_CUTS_HELP = (
+    "Multi-turn: the runtime's variants to run, each a cell paired case by case with the full runtime: full, "
+    "no-repair, no-repeat-guard, answer-tool (comma-separated)."
 )
 
 
@@ -125,12 +129,17 @@ def bfcl(
     ] = False,
     ground_truth: Annotated[bool, typer.Option(help=_GROUND_TRUTH_HELP)] = False,
     answer_tool: Annotated[bool, typer.Option(help="Multi-turn: offer the agent's final_answer tool.")] = False,
+    cuts: Annotated[str, typer.Option(help=_CUTS_HELP)] = "full",
 ) -> None:
     """Run BFCL over a matrix (backend × model × quantization × parse mode × constrained × seed), store every
     raw output, and write a report. Interrupt it any time: the same command resumes where it stopped."""
     if any(c.startswith("multi_turn") for c in _split(categories)):
-        _multi_turn(models, categories, limit, ground_truth, answer_tool, max_tokens, seeds, n_ctx, threads, run_dir)
+        _multi_turn(
+            models, categories, limit, ground_truth, answer_tool, cuts, max_tokens, seeds, n_ctx, threads, run_dir
+        )
         return
+    if cuts != "full":
+        _fail(ConfigError("--cuts applies to the multi-turn categories, which run the agent"))
     from tooldispatch.bench.bfcl_data import load_cases
     from tooldispatch.bench.report import summarize, write_report
     from tooldispatch.bench.results_db import ResultsDB
@@ -199,12 +208,14 @@ def _multi_turn(
     limit: int,
     ground_truth: bool,
     answer_tool: bool,
+    cuts: str,
     max_tokens: int,
     seeds: str,
     n_ctx: int,
     threads: int,
     run_dir: Path,
 ) -> None:
+    from tooldispatch.bench.cuts import parse_cuts
     from tooldispatch.bench.multiturn import MultiTurnOptions, run_multi_turn_command
 
     seed = [int(s) for s in _split(seeds)]
@@ -224,6 +235,7 @@ def _multi_turn(
             n_ctx=n_ctx or None,
             n_threads=threads or None,
             run_dir=run_dir,
+            cuts=parse_cuts(cuts),
             on_done=done,
         )
         typer.echo(text)
@@ -316,7 +328,6 @@ def report(
     from tooldispatch.bench.report import summarize, write_report
     from tooldispatch.bench.results_db import DB_NAME, ResultsDB
     from tooldispatch.bench.session import REPORT_DIR
-    from tooldispatch.errors import ConfigError
     from tooldispatch.proxy.report import is_proxy_store, write_proxy_report
 
     try:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,11 +13,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tooldispatch.backends.base import ChatRequest
+from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
+from tooldispatch.bench.corpus import Cell, OutputRecord
+from tooldispatch.bench.cuts import CUTS, parse_cuts
 from tooldispatch.bench.multiturn import (
     TOOL_CLASSES,
     MultiTurnOptions,
     ground_truth_backend,
+    paired_cuts,
+    render_paired_cuts,
     run_case,
     tool_metadata,
 )
@@ -187,3 +195,113 @@ def test_cli_replays_the_ground_truth_and_rejects_mixed_categories(tmp_path: Pat
     mixed = runner.invoke(app, ["bench", "bfcl", "--categories", "multi_turn_base,simple_python", "--ground-truth"])
     assert mixed.exit_code == 2
     assert "run single-turn and multi-turn categories separately" in mixed.output
+
+
+def _keys_capitalized(case: bfcl.MultiTurnCase) -> ScriptedBackend:
+    """The ground truth with every argument key written capitalized (``Folder`` for ``folder``): calls that only
+    the schema-guided repair (case normalization of keys) makes valid."""
+    truth = ground_truth_backend(case)
+    assert callable(truth.turns)
+    script = truth.turns
+
+    def capitalized(request: ChatRequest) -> ScriptedTurn:
+        turn = script(request)
+        content = re.sub(r'"arguments": \{.*\}', lambda m: re.sub(r'"(\w+)": ', _cap, m.group(0)), turn.content)
+        return dataclasses.replace(turn, content=content)
+
+    return ScriptedBackend(capitalized)
+
+
+def _cap(match: re.Match[str]) -> str:
+    key = match.group(1)
+    return f'"{key}": ' if key == "arguments" else f'"{key.capitalize()}": '
+
+
+def test_a_cut_changes_the_agent_and_only_what_it_names() -> None:
+    """Calls that need a key repaired pass with the full runtime and fail with repair off; the answer-tool cut
+    offers the final_answer tool, and the ground truth still passes through it."""
+    case = _case("multi_turn_base", "multi_turn_base_0")
+    full = asyncio.run(run_case(case, _keys_capitalized(case), MultiTurnOptions()))
+    assert full["passed"] is True
+    assert full["buckets"].get("repaired", 0) > 0
+    bare = asyncio.run(run_case(case, _keys_capitalized(case), MultiTurnOptions(), cut=CUTS["no-repair"]))
+    assert bare["passed"] is False
+    assert bare["executed"][0] == []
+    assert set(bare["buckets"]) == {"SchemaMismatch"}
+    backend = ground_truth_backend(case)
+    answer = asyncio.run(run_case(case, backend, MultiTurnOptions(), cut=CUTS["answer-tool"]))
+    assert answer["passed"] is True
+    assert "final_answer" in {t.name for t in backend.requests[0].tools or ()}
+
+
+def test_cuts_are_parsed_by_name_and_kept_in_the_cell_key() -> None:
+    """--cuts names are checked and deduplicated; a cut is the key's fifth part, and the full runtime's key is the
+    four-part key every earlier run stored."""
+    assert [c.name for c in parse_cuts("full, no-repair,full")] == ["full", "no-repair"]
+    with pytest.raises(ConfigError) as info:
+        parse_cuts("full,no-parser")
+    assert str(info.value) == ("unknown cut 'no-parser'; the cuts are: full, no-repair, no-repeat-guard, answer-tool")
+    with pytest.raises(ConfigError, match="name at least one cut"):
+        parse_cuts(" , ")
+    cell = Cell(backend="llamacpp", model="m", quant="Q4_K_M")
+    assert cell.key == "llamacpp|m@Q4_K_M|client|free"
+    cut = dataclasses.replace(cell, cut="no-repair")
+    assert cut.key == "llamacpp|m@Q4_K_M|client|free|no-repair"
+    assert Cell.from_key(cut.key) == cut
+    assert Cell.from_key(cell.key) == cell
+    assert cut.label == "m@Q4_K_M [no-repair]"
+
+
+def _record(cell: Cell, case_id: str, passed: bool) -> OutputRecord:
+    return OutputRecord(
+        cell=cell.key,
+        case_id=case_id,
+        seed=0,
+        case={},
+        model=cell.model,
+        quant=cell.quant,
+        extra={"category": "multi_turn_base", "passed": passed},
+    )
+
+
+def test_each_cut_is_paired_with_the_full_runtime_on_the_cases_both_ran() -> None:
+    """The paired table compares a cut with the full cell of the same model on their common cases only."""
+    full = Cell(backend="llamacpp", model="m", quant="Q4_K_M")
+    guard_off = dataclasses.replace(full, cut="no-repeat-guard")
+    other_model = Cell(backend="llamacpp", model="n", quant="Q4_K_M", cut="no-repair")
+    records = [
+        *(_record(full, f"multi_turn_base_{i}", i < 2) for i in range(4)),
+        *(_record(guard_off, f"multi_turn_base_{i}", i in (0, 2)) for i in range(3)),
+        _record(other_model, "multi_turn_base_0", True),
+    ]
+    [row] = paired_cuts(records)
+    assert (row["cut"], row["category"], row["changed"]) == (
+        "no-repeat-guard",
+        "multi_turn_base",
+        ["multi_turn_base_1", "multi_turn_base_2"],
+    )
+    assert (row["full"].k, row["full"].n, row["with_cut"].k, row["with_cut"].n) == (2, 3, 2, 3)
+    assert (row["difference"].value, row["difference"].n) == (0.0, 3)
+    table = render_paired_cuts([row])
+    assert table.splitlines()[2].startswith(
+        "| m@Q4_K_M | no-repeat-guard | multi_turn_base | 66.7 % [0.0, 100.0] (2/3) | 66.7 % [0.0, 100.0] (2/3) | "
+    )
+    assert table.splitlines()[2].endswith(" | multi_turn_base_1, multi_turn_base_2 |")
+    assert table.splitlines()[-1] == f"- **no-repeat-guard**: {CUTS['no-repeat-guard'].changed}."
+
+
+def test_cli_runs_each_cut_as_a_cell_and_refuses_unknown_ones(tmp_path: Path) -> None:
+    """`--cuts full,no-repair` on the ground truth gives two cells, both 2/2, paired with no case changed."""
+    _cases("multi_turn_base")
+    runner = CliRunner()
+    args = ["bench", "bfcl", "--categories", "multi_turn_base", "--limit", "2", "--ground-truth"]
+    result = runner.invoke(app, [*args, "--cuts", "full,no-repair", "--run-dir", str(tmp_path / "gt")])
+    assert result.exit_code == 0, result.output
+    assert "| bfcl-ground-truth@none [no-repair] | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
+    assert "| bfcl-ground-truth@none | no-repair | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
+    bad = runner.invoke(app, [*args, "--cuts", "no-parser", "--run-dir", str(tmp_path / "bad")])
+    assert bad.exit_code == 2
+    assert "unknown cut 'no-parser'" in bad.output
+    single = runner.invoke(app, ["bench", "bfcl", "--categories", "simple_python", "--cuts", "no-repair"])
+    assert single.exit_code == 2
+    assert "--cuts applies to the multi-turn categories" in single.output

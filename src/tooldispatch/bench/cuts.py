@@ -1,0 +1,73 @@
+"""The runtime's parts switched off one at a time, for the agent benchmarks (``bench bfcl`` multi-turn, ``--cuts``).
+
+Each cut is a cell of the run: the same model and cases, with one part of the runtime changed through the
+``Agent``'s own options, so that every cut can be paired with the full runtime case by case. The cut's name is
+part of the cell's key (``Cell.cut``), so a run folder holds every cut of a model side by side and resumes each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tooldispatch.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One variant of the runtime.
+
+    Attributes:
+        name: the cut's name in commands, cell keys and reports.
+        changed: what differs from the full runtime, in the report's words.
+        agent_options: the ``Agent`` keyword arguments that make the change.
+    """
+
+    name: str
+    changed: str
+    agent_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+FULL = Cut("full", "nothing: the runtime as shipped")
+
+CUTS: Mapping[str, Cut] = {
+    cut.name: cut
+    for cut in (
+        FULL,
+        Cut(
+            "no-repair",
+            "schema-guided repair is off for every tool (repair='none'): a call whose arguments or names do not "
+            "match the schema as written is refused with the validation error; the parser's tolerant reading stays",
+            {"repair": "none"},
+        ),
+        Cut(
+            "no-repeat-guard",
+            "the repeat guard is off: a call already answered in the user's turn is not held back, and the model "
+            "is not asked to answer from the results it has",
+            {"repeat_guard": False},
+        ),
+        Cut(
+            "answer-tool",
+            "an added part rather than a cut: the agent offers its final_answer tool, so a model that only writes "
+            "calls can still end its turn",
+            {"answer_tool": True},
+        ),
+    )
+}
+"""Every cut, by name."""
+
+
+def parse_cuts(text: str | Sequence[str]) -> list[Cut]:
+    """The cuts named in ``text`` (comma-separated, or a list), in order, without repeats.
+
+    Raises:
+        ConfigError: a name is not a cut, or none is given.
+    """
+    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    unknown = [n for n in names if n not in CUTS]
+    if unknown:
+        raise ConfigError(f"unknown cut {', '.join(map(repr, unknown))}; the cuts are: {', '.join(CUTS)}")
+    if not names:
+        raise ConfigError(f"name at least one cut ({', '.join(CUTS)})")
+    return [CUTS[n] for n in dict.fromkeys(names)]
