@@ -8,9 +8,11 @@ part of the cell's key (``Cell.cut``), so a run folder holds every cut of a mode
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.stats import paired_difference, rate
 from tooldispatch.errors import ConfigError
 
 
@@ -71,3 +73,59 @@ def parse_cuts(text: str | Sequence[str]) -> list[Cut]:
     if not names:
         raise ConfigError(f"name at least one cut ({', '.join(CUTS)})")
     return [CUTS[n] for n in dict.fromkeys(names)]
+
+
+def paired_cuts(outcomes: Mapping[tuple[str, str], Mapping[str, bool]]) -> list[dict[str, Any]]:
+    """Each cut against the full runtime of the same model.
+
+    Args:
+        outcomes: ``(cell key, group) → {case id: passed}``; a group is what rows are kept apart by (a BFCL
+            category, the suite).
+
+    Returns:
+        One row per (cut cell, group) that has a full cell of the same model and group: the two pass rates over
+        the cases both ran, their paired difference (cut − full) with its 95 % interval, and the cases whose
+        outcome changed.
+    """
+    rows = []
+    for (key, group), cut_cases in sorted(outcomes.items()):
+        cell = Cell.from_key(key)
+        full_cases = outcomes.get((replace(cell, cut=FULL.name).key, group))
+        if cell.cut == FULL.name or full_cases is None:
+            continue
+        both = sorted(set(cut_cases) & set(full_cases))
+        rows.append(
+            {
+                "cell": key,
+                "cut": cell.cut,
+                "group": group,
+                "full": rate([full_cases[c] for c in both]),
+                "with_cut": rate([cut_cases[c] for c in both]),
+                "difference": paired_difference(cut_cases, full_cases),
+                "changed": [c for c in both if cut_cases[c] != full_cases[c]],
+            }
+        )
+    return rows
+
+
+def render_paired_cuts(rows: Sequence[Mapping[str, Any]], *, group: str = "category") -> str:
+    """A Markdown table of each cut against the full runtime (``group`` names the group column), and what each
+    cut changes; empty when there is no pair."""
+    if not rows:
+        return ""
+    lines = [
+        f"| model | cut | {group} | full runtime | with the cut | difference, cut − full (95 % CI) "
+        "| cases that changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cell = Cell.from_key(row["cell"])
+        changed = ", ".join(row["changed"]) or "none"
+        lines.append(
+            f"| {cell.model}@{cell.quant} | {row['cut']} | {row['group']} | {row['full'].fmt()} | "
+            f"{row['with_cut'].fmt()} | {row['difference'].fmt()} | {changed} |"
+        )
+    lines.append("")
+    for name in dict.fromkeys(row["cut"] for row in rows):
+        lines.append(f"- **{name}**: {CUTS[name].changed}.")
+    return "\n".join(lines) + "\n"

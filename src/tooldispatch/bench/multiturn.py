@@ -36,10 +36,10 @@ from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
 from tooldispatch.bench.bfcl_data import function_to_tool
 from tooldispatch.bench.corpus import Cell, OutputRecord
-from tooldispatch.bench.cuts import CUTS, FULL, Cut
+from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
-from tooldispatch.bench.stats import paired_difference, rate
+from tooldispatch.bench.stats import rate
 from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.errors import BackendError, ConfigError
 
@@ -464,55 +464,14 @@ def summarize_multi_turn(records: Sequence[OutputRecord]) -> list[dict[str, Any]
     return rows
 
 
-def paired_cuts(records: Sequence[OutputRecord]) -> list[dict[str, Any]]:
-    """One row per (cut cell, category) that has a full-runtime cell of the same model: the two pass rates over
-    the cases both ran, and their paired difference (cut − full) with its 95 % interval."""
-    passed: dict[tuple[str, str], dict[str, bool]] = {}
+def _outcomes(records: Sequence[OutputRecord]) -> dict[tuple[str, str], dict[str, bool]]:
+    """Each (cell, category)'s multi-turn cases, passed or not."""
+    outcomes: dict[tuple[str, str], dict[str, bool]] = {}
     for r in records:
         category = str(r.extra.get("category") or "")
         if category in bfcl.MULTI_TURN_CATEGORIES:
-            passed.setdefault((r.cell, category), {})[r.case_id] = bool(r.extra.get("passed"))
-    rows = []
-    for (key, category), cut_cases in sorted(passed.items()):
-        cell = Cell.from_key(key)
-        full_cases = passed.get((replace(cell, cut=FULL.name).key, category))
-        if cell.cut == FULL.name or full_cases is None:
-            continue
-        both = sorted(set(cut_cases) & set(full_cases))
-        rows.append(
-            {
-                "cell": key,
-                "cut": cell.cut,
-                "category": category,
-                "full": rate([full_cases[c] for c in both]),
-                "with_cut": rate([cut_cases[c] for c in both]),
-                "difference": paired_difference(cut_cases, full_cases),
-                "changed": [c for c in both if cut_cases[c] != full_cases[c]],
-            }
-        )
-    return rows
-
-
-def render_paired_cuts(rows: Sequence[Mapping[str, Any]]) -> str:
-    """A Markdown table of each cut against the full runtime, and what each cut changes."""
-    if not rows:
-        return ""
-    lines = [
-        "| model | cut | category | full runtime | with the cut | difference, cut − full (95 % CI) "
-        "| cases that changed |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        cell = Cell.from_key(row["cell"])
-        changed = ", ".join(row["changed"]) or "none"
-        lines.append(
-            f"| {cell.model}@{cell.quant} | {row['cut']} | {row['category']} | {row['full'].fmt()} | "
-            f"{row['with_cut'].fmt()} | {row['difference'].fmt()} | {changed} |"
-        )
-    lines.append("")
-    for name in dict.fromkeys(row["cut"] for row in rows):
-        lines.append(f"- **{name}**: {CUTS[name].changed}.")
-    return "\n".join(lines) + "\n"
+            outcomes.setdefault((r.cell, category), {})[r.case_id] = bool(r.extra.get("passed"))
+    return outcomes
 
 
 def render_multi_turn(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -580,7 +539,7 @@ def run_multi_turn_command(
         )
         records = list(db.records())
         text = render_multi_turn(summarize_multi_turn(records))
-        paired = render_paired_cuts(paired_cuts(records))
+        paired = render_paired_cuts(paired_cuts(_outcomes(records)))
         if paired:
             text += "\n## Each cut against the full runtime, case by case\n\n" + paired
     finally:

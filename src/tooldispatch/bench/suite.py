@@ -12,12 +12,13 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tooldispatch.backends.base import Backend
-from tooldispatch.bench.corpus import OutputRecord
+from tooldispatch.bench.corpus import Cell, OutputRecord
+from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.stats import Rate, rate
@@ -42,9 +43,18 @@ class SuiteOptions:
 
 
 async def run_task(
-    backend: Backend, task: Any, *, constrained: bool, options: SuiteOptions, tool_choice: str = "auto"
+    backend: Backend,
+    task: Any,
+    *,
+    constrained: bool,
+    options: SuiteOptions,
+    tool_choice: str = "auto",
+    cut: Cut = FULL,
 ) -> dict[str, Any]:
-    """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls)."""
+    """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls).
+
+    ``cut`` changes the agent's options (``bench.cuts``); the full runtime by default.
+    """
     from tooldispatch.agent import Agent, Budget
     from tooldispatch.agent.loop import GENERIC_SYSTEM
     from tooldispatch.dispatch import Dispatcher
@@ -62,6 +72,7 @@ async def run_task(
         constrained=constrained,
         tool_choice=tool_choice,
         system_prompt=GENERIC_SYSTEM,
+        **cut.agent_options,
     )
     run = await agent.arun(task.prompt)
     buckets: Counter[str] = Counter()
@@ -110,6 +121,7 @@ async def run_suite(
                         constrained=target.cell.constrained,
                         options=options,
                         tool_choice=target.cell.tool_choice,
+                        cut=CUTS[target.cell.cut],
                     )
                 except BackendError as exc:
                     result, error = {"passed": False}, f"{type(exc).__name__}: {exc}"
@@ -201,8 +213,9 @@ def render_suite(cells: Sequence[SuiteCell]) -> str:
     for c in cells:
         marks = ["✓" if c.per_task.get(t) else ("✗" if t in c.per_task else "-") for t in tasks]
         buckets = ", ".join(f"{b}: {n}" for b, n in sorted(c.buckets.items())) or "-"
-        parts = c.cell.split("|")
-        label = parts[1] + (", " + parts[-1].replace("-", ", ") if parts[-1] != "free" else "")
+        cell = Cell.from_key(c.cell)
+        variant = [cell.mode.replace("-", ", ") if cell.constrained else "", "" if cell.cut == FULL.name else cell.cut]
+        label = f"{cell.model}@{cell.quant}" + "".join(f", {v}" for v in variant if v)
         row = [label, c.passed.fmt(), f"{c.mean_turns:.1f}", *marks, buckets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
@@ -216,16 +229,24 @@ def run_suite_command(
     max_turns: int,
     n_ctx: int | None,
     run_dir: Path,
+    cuts: Sequence[Cut] = (FULL,),
 ) -> str:
-    """Run the suite for llama.cpp models (resuming ``run_dir``); write and return the Markdown summary."""
+    """Run the suite for llama.cpp models (resuming ``run_dir``), once per cut; write and return the Markdown
+    summary."""
     from tooldispatch.bench.targets import MatrixSpec, build_targets
     from tooldispatch.tools.demo import demo_tasks
 
     targets = build_targets(MatrixSpec(backend="llamacpp", models=models, constrained=constrained, n_ctx=n_ctx))
+    targets = [replace(t, cell=replace(t.cell, cut=cut.name)) for t in targets for cut in cuts]
     db = ResultsDB(run_dir)
     try:
         asyncio.run(run_suite(targets, demo_tasks(), db, SuiteOptions(max_tokens=max_tokens, max_turns=max_turns)))
-        text = render_suite(summarize_suite(list(db.records())))
+        records = list(db.records())
+        text = render_suite(summarize_suite(records))
+        outcomes = {(c.cell, "suite"): c.per_task for c in summarize_suite(records)}
+        paired = render_paired_cuts(paired_cuts(outcomes), group="tasks")
+        if paired:
+            text += "\n## Each cut against the full runtime, task by task\n\n" + paired
     finally:
         db.close()
     out = run_dir / "report"

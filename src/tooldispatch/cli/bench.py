@@ -54,7 +54,7 @@ _GROUND_TRUTH_HELP = (
     "model; no model is loaded), to check the harness."
 )
 _CUTS_HELP = (
-    "Multi-turn: the runtime's variants to run, each a cell paired case by case with the full runtime: full, "
+    "The runtime's variants to run, each a cell paired case by case with the full runtime: full, "
     "no-repair, no-repeat-guard, answer-tool (comma-separated)."
 )
 
@@ -129,7 +129,7 @@ def bfcl(
     ] = False,
     ground_truth: Annotated[bool, typer.Option(help=_GROUND_TRUTH_HELP)] = False,
     answer_tool: Annotated[bool, typer.Option(help="Multi-turn: offer the agent's final_answer tool.")] = False,
-    cuts: Annotated[str, typer.Option(help=_CUTS_HELP)] = "full",
+    cuts: Annotated[str, typer.Option(help="Multi-turn categories only. " + _CUTS_HELP)] = "full",
 ) -> None:
     """Run BFCL over a matrix (backend × model × quantization × parse mode × constrained × seed), store every
     raw output, and write a report. Interrupt it any time: the same command resumes where it stopped."""
@@ -251,13 +251,16 @@ def suite(
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
     n_ctx: Annotated[int, typer.Option(help=_N_CTX_HELP)] = 0,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning resumes it.")] = Path("runs/suite"),
+    cuts: Annotated[str, typer.Option(help=_CUTS_HELP)] = "full",
 ) -> None:
     """Run the project's own multi-turn tasks in the demo logistics world, scored by the world's final state
     (greedy decoding, as the agent loop runs it; rerunning the same command resumes)."""
+    from tooldispatch.bench.cuts import parse_cuts
     from tooldispatch.bench.suite import run_suite_command
 
     try:
         text = run_suite_command(
+            cuts=parse_cuts(cuts),
             models=_split(models),
             constrained=_constrained_modes(constrained),
             max_tokens=max_tokens,

@@ -16,14 +16,12 @@ from typer.testing import CliRunner
 from tooldispatch.backends.base import ChatRequest
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
-from tooldispatch.bench.corpus import Cell, OutputRecord
-from tooldispatch.bench.cuts import CUTS, parse_cuts
+from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.cuts import CUTS, paired_cuts, parse_cuts, render_paired_cuts
 from tooldispatch.bench.multiturn import (
     TOOL_CLASSES,
     MultiTurnOptions,
     ground_truth_backend,
-    paired_cuts,
-    render_paired_cuts,
     run_case,
     tool_metadata,
 )
@@ -252,30 +250,19 @@ def test_cuts_are_parsed_by_name_and_kept_in_the_cell_key() -> None:
     assert cut.label == "m@Q4_K_M [no-repair]"
 
 
-def _record(cell: Cell, case_id: str, passed: bool) -> OutputRecord:
-    return OutputRecord(
-        cell=cell.key,
-        case_id=case_id,
-        seed=0,
-        case={},
-        model=cell.model,
-        quant=cell.quant,
-        extra={"category": "multi_turn_base", "passed": passed},
-    )
-
-
 def test_each_cut_is_paired_with_the_full_runtime_on_the_cases_both_ran() -> None:
-    """The paired table compares a cut with the full cell of the same model on their common cases only."""
+    """The paired table compares a cut with the full cell of the same model and group on their common cases only."""
     full = Cell(backend="llamacpp", model="m", quant="Q4_K_M")
     guard_off = dataclasses.replace(full, cut="no-repeat-guard")
     other_model = Cell(backend="llamacpp", model="n", quant="Q4_K_M", cut="no-repair")
-    records = [
-        *(_record(full, f"multi_turn_base_{i}", i < 2) for i in range(4)),
-        *(_record(guard_off, f"multi_turn_base_{i}", i in (0, 2)) for i in range(3)),
-        _record(other_model, "multi_turn_base_0", True),
-    ]
-    [row] = paired_cuts(records)
-    assert (row["cut"], row["category"], row["changed"]) == (
+    outcomes = {
+        (full.key, "multi_turn_base"): {f"multi_turn_base_{i}": i < 2 for i in range(4)},
+        (guard_off.key, "multi_turn_base"): {f"multi_turn_base_{i}": i in (0, 2) for i in range(3)},
+        (guard_off.key, "multi_turn_miss_func"): {"multi_turn_miss_func_0": True},
+        (other_model.key, "multi_turn_base"): {"multi_turn_base_0": True},
+    }
+    [row] = paired_cuts(outcomes)
+    assert (row["cut"], row["group"], row["changed"]) == (
         "no-repeat-guard",
         "multi_turn_base",
         ["multi_turn_base_1", "multi_turn_base_2"],
@@ -283,11 +270,13 @@ def test_each_cut_is_paired_with_the_full_runtime_on_the_cases_both_ran() -> Non
     assert (row["full"].k, row["full"].n, row["with_cut"].k, row["with_cut"].n) == (2, 3, 2, 3)
     assert (row["difference"].value, row["difference"].n) == (0.0, 3)
     table = render_paired_cuts([row])
+    assert table.splitlines()[0].startswith("| model | cut | category | full runtime |")
     assert table.splitlines()[2].startswith(
         "| m@Q4_K_M | no-repeat-guard | multi_turn_base | 66.7 % [0.0, 100.0] (2/3) | 66.7 % [0.0, 100.0] (2/3) | "
     )
     assert table.splitlines()[2].endswith(" | multi_turn_base_1, multi_turn_base_2 |")
     assert table.splitlines()[-1] == f"- **no-repeat-guard**: {CUTS['no-repeat-guard'].changed}."
+    assert render_paired_cuts([]) == ""
 
 
 def test_cli_runs_each_cut_as_a_cell_and_refuses_unknown_ones(tmp_path: Path) -> None:

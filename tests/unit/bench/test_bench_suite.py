@@ -9,6 +9,7 @@ from pathlib import Path
 from tooldispatch.agent.loop import GENERIC_SYSTEM
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.cuts import paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.suite import SuiteOptions, render_suite, run_suite, summarize_suite
@@ -51,3 +52,27 @@ def test_suite_scores_by_final_world_state_and_resumes(tmp_path: Path) -> None:
     assert "| m@Q4_1 | 50.0 % " in table
     constrained = Cell(backend="scripted", model="m", quant="Q4_1", constrained=True).key
     assert "| m@Q4_1, constrained | 50.0 % " in render_suite([dataclasses.replace(cell, cell=constrained)])
+
+
+def test_a_cut_cell_runs_the_agent_with_its_options_and_is_paired_task_by_task(tmp_path: Path) -> None:
+    """The answer-tool cell offers final_answer (the full cell does not), keeps its own results, and the two
+    cells pair task by task."""
+    tasks = _tasks("message-delay")
+    script = [ScriptedTurn(content=MESSAGE), ScriptedTurn(content="Done: the customer was told.")]
+    full_backend, cut_backend = ScriptedBackend(turns=list(script)), ScriptedBackend(turns=list(script))
+    full = Cell(backend="scripted", model="m", quant="Q4_1")
+    cut = dataclasses.replace(full, cut="answer-tool")
+    targets = [
+        Target(cell=full, make_backend=lambda: full_backend),
+        Target(cell=cut, make_backend=lambda: cut_backend),
+    ]
+    db = ResultsDB(tmp_path)
+    assert asyncio.run(run_suite(targets, tasks, db, SuiteOptions(max_turns=3))) == 2
+    offered = [{t.name for t in b.requests[0].tools or ()} for b in (full_backend, cut_backend)]
+    assert "final_answer" not in offered[0]
+    assert offered[1] - offered[0] == {"final_answer"}
+    cells = summarize_suite(list(db.records()))
+    assert sorted(c.cell for c in cells) == sorted([full.key, cut.key])
+    assert "| m@Q4_1, answer-tool | 100.0 % " in render_suite(cells)
+    [row] = paired_cuts({(c.cell, "suite"): c.per_task for c in cells})
+    assert (row["cut"], row["changed"], row["difference"].value, row["difference"].n) == ("answer-tool", [], 0.0, 1)
