@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,8 @@ from tooldispatch.bench.corpus import Cell, OutputRecord
 from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
-from tooldispatch.bench.stats import Rate, rate
-from tooldispatch.errors import BackendError
+from tooldispatch.bench.stats import Rate, pass_hat_k, rate
+from tooldispatch.errors import BackendError, ConfigError
 
 SUITE_PREFIX = "suite:"
 
@@ -35,11 +35,24 @@ class SuiteOptions:
         max_tokens: completion budget per model turn.
         max_turns: model turns per task.
         max_wall_s: wall-clock limit per task.
+        seeds: sampling seeds; each task runs once per seed (several only with a temperature above 0).
+        temperature: sampling temperature (0: greedy, the agent's default).
     """
 
     max_tokens: int = 192
     max_turns: int = 6
     max_wall_s: float | None = 600.0
+    seeds: tuple[int, ...] = (0,)
+    temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ConfigError("give the suite at least one seed")
+        if len(self.seeds) > 1 and self.temperature <= 0:
+            raise ConfigError(
+                "several seeds need a temperature above 0 (--temperature 0.7, say): greedy decoding gives every "
+                "seed the same run"
+            )
 
 
 async def run_task(
@@ -50,6 +63,7 @@ async def run_task(
     options: SuiteOptions,
     tool_choice: str = "auto",
     cut: Cut = FULL,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls).
 
@@ -72,6 +86,8 @@ async def run_task(
         constrained=constrained,
         tool_choice=tool_choice,
         system_prompt=GENERIC_SYSTEM,
+        temperature=options.temperature,
+        seed=seed,
         **cut.agent_options,
     )
     run = await agent.arun(task.prompt)
@@ -102,16 +118,21 @@ async def run_suite(
     *,
     on_done: Callable[[str, str, bool], None] | None = None,
 ) -> int:
-    """Run every (cell, task) not yet stored; return how many ran now."""
+    """Run every (cell, task, seed) not yet stored; return how many ran now."""
     done = db.done()
     ran = 0
     for target in targets:
-        pending = [t for t in tasks if (target.cell.key, SUITE_PREFIX + t.id, 0) not in done]
+        pending = [
+            (t, seed)
+            for seed in options.seeds
+            for t in tasks
+            if (target.cell.key, SUITE_PREFIX + t.id, seed) not in done
+        ]
         if not pending:
             continue
         backend = target.make_backend()
         try:
-            for task in pending:
+            for task, seed in pending:
                 started = time.monotonic()
                 error: str | None = None
                 try:
@@ -122,10 +143,11 @@ async def run_suite(
                         options=options,
                         tool_choice=target.cell.tool_choice,
                         cut=CUTS[target.cell.cut],
+                        seed=seed,
                     )
                 except BackendError as exc:
                     result, error = {"passed": False}, f"{type(exc).__name__}: {exc}"
-                db.add(_record(target, task, result, time.monotonic() - started, error))
+                db.add(_record(target, task, seed, result, time.monotonic() - started, error))
                 ran += 1
                 if on_done:
                     on_done(target.cell.key, task.id, bool(result["passed"]))
@@ -136,12 +158,14 @@ async def run_suite(
     return ran
 
 
-def _record(target: Target, task: Any, result: dict[str, Any], seconds: float, error: str | None) -> OutputRecord:
+def _record(
+    target: Target, task: Any, seed: int, result: dict[str, Any], seconds: float, error: str | None
+) -> OutputRecord:
     cell = target.cell
     return OutputRecord(
         cell=cell.key,
         case_id=SUITE_PREFIX + task.id,
-        seed=0,
+        seed=seed,
         case={"suite": task.id, "prompt": task.prompt},
         model=cell.model,
         quant=cell.quant,
@@ -165,17 +189,32 @@ class SuiteCell:
 
     Attributes:
         cell: the cell key.
-        passed: tasks whose final world state was right.
-        per_task: task id → passed.
-        buckets: parse buckets over every turn of every task.
-        mean_turns: model turns per task.
+        passed: runs whose final world state was right (a run: one task with one seed).
+        per_task: task id → passed in every seed.
+        runs: task id → {seed: passed}.
+        buckets: parse buckets over every turn of every run.
+        mean_turns: model turns per run.
     """
 
     cell: str
     passed: Rate
     per_task: dict[str, bool]
+    runs: dict[str, dict[int, bool]]
     buckets: dict[str, int]
     mean_turns: float
+
+    @property
+    def seeds(self) -> int:
+        """The most seeds any task ran with."""
+        return max((len(by_seed) for by_seed in self.runs.values()), default=0)
+
+    def pass_hat(self, k: int) -> float:
+        """pass^k over the tasks: the chance that k runs of a task all pass."""
+        return pass_hat_k({task: list(by_seed.values()) for task, by_seed in self.runs.items()}, k)
+
+    def outcomes(self) -> dict[str, bool]:
+        """Each run (``task#seed``), passed or not: what a cut is paired on."""
+        return {f"{task}#{seed}": ok for task, by_seed in self.runs.items() for seed, ok in by_seed.items()}
 
 
 def summarize_suite(records: Sequence[OutputRecord]) -> list[SuiteCell]:
@@ -187,13 +226,16 @@ def summarize_suite(records: Sequence[OutputRecord]) -> list[SuiteCell]:
     out = []
     for key, rows in cells.items():
         buckets: Counter[str] = Counter()
-        for r in rows:
+        runs: dict[str, dict[int, bool]] = {}
+        for r in sorted(rows, key=lambda r: r.seed):
             buckets.update(dict(r.extra.get("buckets") or {}))
+            runs.setdefault(r.case_id[len(SUITE_PREFIX) :], {})[r.seed] = bool(r.extra.get("passed"))
         out.append(
             SuiteCell(
                 cell=key,
                 passed=rate([bool(r.extra.get("passed")) for r in rows]),
-                per_task={r.case_id[len(SUITE_PREFIX) :]: bool(r.extra.get("passed")) for r in rows},
+                per_task={task: all(by_seed.values()) for task, by_seed in runs.items()},
+                runs=runs,
                 buckets=dict(buckets),
                 mean_turns=sum(int(r.extra.get("turns") or 0) for r in rows) / len(rows),
             )
@@ -206,33 +248,44 @@ def render_suite(cells: Sequence[SuiteCell]) -> str:
     if not cells:
         return "No suite results yet."
     tasks = sorted({t for c in cells for t in c.per_task})
+    k = max(c.seeds for c in cells)
+    pass_k = [f"pass^{k}"] if k > 1 else []
     lines = [
-        "| cell | passed | mean turns | " + " | ".join(tasks) + " | parse buckets (all turns) |",
-        "|" + "---|" * (len(tasks) + 4),
+        "| " + " | ".join(["cell", "passed", *pass_k, "mean turns", *tasks, "parse buckets (all turns)"]) + " |",
+        "|" + "---|" * (len(tasks) + 4 + len(pass_k)),
     ]
     for c in cells:
-        marks = ["✓" if c.per_task.get(t) else ("✗" if t in c.per_task else "-") for t in tasks]
+        marks = [_mark(c.runs.get(t)) for t in tasks]
         buckets = ", ".join(f"{b}: {n}" for b, n in sorted(c.buckets.items())) or "-"
         cell = Cell.from_key(c.cell)
         variant = [cell.mode.replace("-", ", ") if cell.constrained else "", "" if cell.cut == FULL.name else cell.cut]
         label = f"{cell.model}@{cell.quant}" + "".join(f", {v}" for v in variant if v)
-        row = [label, c.passed.fmt(), f"{c.mean_turns:.1f}", *marks, buckets]
+        hat = [f"{100 * c.pass_hat(k):.1f} %"] if pass_k else []
+        row = [label, c.passed.fmt(), *hat, f"{c.mean_turns:.1f}", *marks, buckets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _mark(by_seed: Mapping[int, bool] | None) -> str:
+    """A task's mark: ✓ or ✗ for one run, the passes over the seeds for several, - for none."""
+    if not by_seed:
+        return "-"
+    if len(by_seed) == 1:
+        return "✓" if next(iter(by_seed.values())) else "✗"
+    return f"{sum(by_seed.values())}/{len(by_seed)}"
 
 
 def run_suite_command(
     *,
     models: Sequence[str],
     constrained: Sequence[str],
-    max_tokens: int,
-    max_turns: int,
+    options: SuiteOptions,
     n_ctx: int | None,
     run_dir: Path,
     cuts: Sequence[Cut] = (FULL,),
 ) -> str:
-    """Run the suite for llama.cpp models (resuming ``run_dir``), once per cut; write and return the Markdown
-    summary."""
+    """Run the suite for llama.cpp models (resuming ``run_dir``), once per cut and seed; write and return the
+    Markdown summary."""
     from tooldispatch.bench.targets import MatrixSpec, build_targets
     from tooldispatch.tools.demo import demo_tasks
 
@@ -240,10 +293,10 @@ def run_suite_command(
     targets = [replace(t, cell=replace(t.cell, cut=cut.name)) for t in targets for cut in cuts]
     db = ResultsDB(run_dir)
     try:
-        asyncio.run(run_suite(targets, demo_tasks(), db, SuiteOptions(max_tokens=max_tokens, max_turns=max_turns)))
-        records = list(db.records())
-        text = render_suite(summarize_suite(records))
-        outcomes = {(c.cell, "suite"): c.per_task for c in summarize_suite(records)}
+        asyncio.run(run_suite(targets, demo_tasks(), db, options))
+        cells = summarize_suite(list(db.records()))
+        text = render_suite(cells)
+        outcomes = {(c.cell, "suite"): c.outcomes() for c in cells}
         paired = render_paired_cuts(paired_cuts(outcomes), group="tasks")
         if paired:
             text += "\n## Each cut against the full runtime, task by task\n\n" + paired

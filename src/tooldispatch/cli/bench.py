@@ -27,6 +27,13 @@ def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _seeds(value: str) -> list[int]:
+    try:
+        return [int(s) for s in _split(value)]
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: seeds are integers, comma-separated (0,1,2)") from None
+
+
 def _constrained_modes(value: str) -> list[str]:
     modes = _split(value)
     for mode in modes:
@@ -167,7 +174,7 @@ def bfcl(
         targets = build_targets(spec)
         local = read_backend(backend)[0].in_process
         options = RunOptions(
-            seeds=[int(s) for s in _split(seeds)],
+            seeds=_seeds(seeds),
             max_tokens=max_tokens,
             temperature=temperature,
             concurrency=concurrency or (1 if local else 4),
@@ -218,7 +225,7 @@ def _multi_turn(
     from tooldispatch.bench.cuts import parse_cuts
     from tooldispatch.bench.multiturn import MultiTurnOptions, run_multi_turn_command
 
-    seed = [int(s) for s in _split(seeds)]
+    seed = _seeds(seeds)
     if len(seed) != 1:
         _fail(TooldispatchError("multi-turn runs take one seed (greedy decoding); run each seed in its own --run-dir"))
 
@@ -252,19 +259,26 @@ def suite(
     n_ctx: Annotated[int, typer.Option(help=_N_CTX_HELP)] = 0,
     run_dir: Annotated[Path, typer.Option(help="Run folder; rerunning resumes it.")] = Path("runs/suite"),
     cuts: Annotated[str, typer.Option(help=_CUTS_HELP)] = "full",
+    seeds: Annotated[str, typer.Option(help="Sampling seeds; several (with --temperature above 0) give pass^k.")] = "0",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0: greedy).")] = 0.0,
 ) -> None:
     """Run the project's own multi-turn tasks in the demo logistics world, scored by the world's final state
     (greedy decoding, as the agent loop runs it; rerunning the same command resumes)."""
     from tooldispatch.bench.cuts import parse_cuts
-    from tooldispatch.bench.suite import run_suite_command
+    from tooldispatch.bench.suite import SuiteOptions, run_suite_command
 
     try:
+        options = SuiteOptions(
+            max_tokens=max_tokens,
+            max_turns=max_turns,
+            seeds=tuple(_seeds(seeds)),
+            temperature=temperature,
+        )
         text = run_suite_command(
             cuts=parse_cuts(cuts),
             models=_split(models),
             constrained=_constrained_modes(constrained),
-            max_tokens=max_tokens,
-            max_turns=max_turns,
+            options=options,
             n_ctx=n_ctx or None,
             run_dir=run_dir,
         )

@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from tooldispatch.agent.loop import GENERIC_SYSTEM
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench.corpus import Cell
@@ -13,6 +15,7 @@ from tooldispatch.bench.cuts import paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.suite import SuiteOptions, render_suite, run_suite, summarize_suite
+from tooldispatch.errors import ConfigError
 from tooldispatch.tools.demo import demo_tasks
 
 MESSAGE = (
@@ -76,3 +79,30 @@ def test_a_cut_cell_runs_the_agent_with_its_options_and_is_paired_task_by_task(t
     assert "| m@Q4_1, answer-tool | 100.0 % " in render_suite(cells)
     [row] = paired_cuts({(c.cell, "suite"): c.per_task for c in cells})
     assert (row["cut"], row["changed"], row["difference"].value, row["difference"].n) == ("answer-tool", [], 0.0, 1)
+
+
+def test_seeds_run_each_task_once_per_seed_and_give_pass_hat_k(tmp_path: Path) -> None:
+    """Two seeds at temperature 0.7: each task runs twice with its seed sent, the table shows pass^2 and the
+    passes per task; several seeds with greedy decoding are refused."""
+    tasks = _tasks("message-delay")
+    script = [
+        ScriptedTurn(content=MESSAGE),
+        ScriptedTurn(content="Done: the customer was told."),
+        ScriptedTurn(content="I cannot send messages."),
+    ]
+    backend = ScriptedBackend(turns=script)
+    target = Target(cell=Cell(backend="scripted", model="m", quant="Q4_1"), make_backend=lambda: backend)
+    db = ResultsDB(tmp_path)
+    options = SuiteOptions(max_turns=3, seeds=(0, 1), temperature=0.7)
+    assert asyncio.run(run_suite([target], tasks, db, options)) == 2
+    assert [(r.seed, r.temperature) for r in backend.requests] == [(0, 0.7), (0, 0.7), (1, 0.7)]
+    [cell] = summarize_suite(list(db.records()))
+    assert cell.runs == {"message-delay": {0: True, 1: False}}
+    assert (cell.per_task, cell.seeds, cell.pass_hat(1), cell.pass_hat(2)) == ({"message-delay": False}, 2, 0.5, 0.0)
+    assert cell.outcomes() == {"message-delay#0": True, "message-delay#1": False}
+    table = render_suite([cell]).splitlines()
+    assert table[0] == "| cell | passed | pass^2 | mean turns | message-delay | parse buckets (all turns) |"
+    assert table[2].startswith("| m@Q4_1 | 50.0 % ")
+    assert table[2].endswith(" | 0.0 % | 1.5 | 1/2 | ok_strict: 1 |")
+    with pytest.raises(ConfigError, match="several seeds need a temperature above 0"):
+        SuiteOptions(seeds=(0, 1))
