@@ -225,14 +225,12 @@ class MultiTurnOptions:
         max_tokens: completion budget per model turn.
         max_wall_s: wall-clock limit per user turn (``None``, the default: none, as in BFCL, which bounds a turn
             by its steps; a limit would fail cases for the machine's load, not the model).
-        answer_tool: offer the agent's ``final_answer`` tool.
         seed: the sampling seed (greedy decoding ignores it).
         temperature: sampling temperature (0: greedy).
     """
 
     max_tokens: int = 256
     max_wall_s: float | None = None
-    answer_tool: bool = False
     seed: int = 0
     temperature: float = 0.0
 
@@ -261,7 +259,6 @@ async def run_case(
     register_functions(registry, case.functions, methods, log)
     dispatcher = Dispatcher(registry, store=":memory:")
     steps = bfcl.max_steps(wheel)
-    agent_options: dict[str, Any] = {"answer_tool": options.answer_tool, **cut.agent_options}
     history: tuple[dict[str, Any], ...] = ()
     executed: list[list[str]] = []
     transcripts: list[dict[str, Any]] = []
@@ -279,7 +276,7 @@ async def run_case(
             temperature=options.temperature,
             seed=options.seed,
             session_id=f"{case.id}:turn{index}",
-            **agent_options,
+            **cut.agent_options,
         )
         first = len(log.calls)
         run = await agent.arun(task, history=history)

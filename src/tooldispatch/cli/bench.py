@@ -135,15 +135,12 @@ def bfcl(
         bool, typer.Option(help="Run case by case across all cells (all models loaded at once).")
     ] = False,
     ground_truth: Annotated[bool, typer.Option(help=_GROUND_TRUTH_HELP)] = False,
-    answer_tool: Annotated[bool, typer.Option(help="Multi-turn: offer the agent's final_answer tool.")] = False,
     cuts: Annotated[str, typer.Option(help="Multi-turn categories only. " + _CUTS_HELP)] = "full",
 ) -> None:
     """Run BFCL over a matrix (backend × model × quantization × parse mode × constrained × seed), store every
     raw output, and write a report. Interrupt it any time: the same command resumes where it stopped."""
     if any(c.startswith("multi_turn") for c in _split(categories)):
-        _multi_turn(
-            models, categories, limit, ground_truth, answer_tool, cuts, max_tokens, seeds, n_ctx, threads, run_dir
-        )
+        _multi_turn(models, categories, limit, ground_truth, cuts, max_tokens, seeds, n_ctx, threads, run_dir)
         return
     if cuts != "full":
         _fail(ConfigError("--cuts applies to the multi-turn categories, which run the agent"))
@@ -214,7 +211,6 @@ def _multi_turn(
     categories: str,
     limit: int,
     ground_truth: bool,
-    answer_tool: bool,
     cuts: str,
     max_tokens: int,
     seeds: str,
@@ -238,7 +234,7 @@ def _multi_turn(
             limit=limit or None,
             models=_split(models),
             ground_truth=ground_truth,
-            options=MultiTurnOptions(max_tokens=max_tokens, answer_tool=answer_tool, seed=seed[0]),
+            options=MultiTurnOptions(max_tokens=max_tokens, seed=seed[0]),
             n_ctx=n_ctx or None,
             n_threads=threads or None,
             run_dir=run_dir,
