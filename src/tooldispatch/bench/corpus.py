@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 CORPUS_SCHEMA = 1
+CORPUS_NAME = "corpus.jsonl"
+"""The corpus's file name in a run folder."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,13 +108,13 @@ def paired_cuts(outcomes: Mapping[tuple[str, str], Mapping[str, bool]]) -> list[
     return rows
 
 
-def render_paired_cuts(rows: Sequence[Mapping[str, Any]], *, group: str = "category") -> str:
-    """A Markdown table of each cut against the full runtime (``group`` names the group column), and what each
-    cut changes; empty when there is no pair."""
+def render_paired_cuts(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table of each cut against the full runtime, and what each cut changes; empty when there is no
+    pair."""
     if not rows:
         return ""
     lines = [
-        f"| model | cut | {group} | full runtime | with the cut | difference, cut − full (95 % CI) "
+        "| model | cut | category | full runtime | with the cut | difference, cut − full (95 % CI) "
         "| cases that changed |",
         "|---|---|---|---|---|---|---|",
     ]

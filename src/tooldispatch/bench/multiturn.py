@@ -35,7 +35,7 @@ from tooldispatch.backends.base import Backend, ChatRequest
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
 from tooldispatch.bench.bfcl_data import function_to_tool
-from tooldispatch.bench.corpus import Cell, OutputRecord
+from tooldispatch.bench.corpus import CORPUS_NAME, Cell, OutputRecord, write_corpus
 from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
@@ -506,7 +506,8 @@ def run_multi_turn_command(
     on_done: Callable[[str, str, bool], None] | None = None,
 ) -> str:
     """Run the multi-turn categories (resuming ``run_dir``) on llama.cpp models, or replay the ground truth, once
-    per cut; write ``report/multiturn.md`` and return its tables."""
+    per cut; write ``corpus.jsonl`` (every case with its transcripts) and ``report/multiturn.md``, and return the
+    report's tables."""
     from tooldispatch.bench.bfcl_data import ensure_wheel
     from tooldispatch.bench.targets import MatrixSpec, build_targets
 
@@ -535,6 +536,7 @@ def run_multi_turn_command(
             run_multi_turn(targets, cases, db, options, backend_for_case=backend_for_case, wheel=wheel, on_done=on_done)
         )
         records = list(db.records())
+        write_corpus(run_dir / CORPUS_NAME, records)
         text = render_multi_turn(summarize_multi_turn(records))
         paired = render_paired_cuts(paired_cuts(_outcomes(records)))
         if paired:

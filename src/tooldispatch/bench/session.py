@@ -16,12 +16,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tooldispatch.bench.bfcl_data import BfclCase
-from tooldispatch.bench.corpus import write_corpus
+from tooldispatch.bench.corpus import CORPUS_NAME, write_corpus
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import RunOptions, RunResult, Target, check_targets, run_bfcl
 from tooldispatch.errors import ConfigError
 
-CORPUS_NAME = "corpus.jsonl"
 REPORT_DIR = "report"
 
 _PINNED = ("categories", "limit", "max_tokens", "temperature", "seeds")

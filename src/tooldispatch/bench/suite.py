@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldispatch.backends.base import Backend
-from tooldispatch.bench.corpus import Cell, OutputRecord
+from tooldispatch.bench.corpus import CORPUS_NAME, Cell, OutputRecord, write_corpus
 from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
@@ -25,6 +25,8 @@ from tooldispatch.bench.stats import Rate, pass_hat_k, rate
 from tooldispatch.errors import BackendError, ConfigError
 
 SUITE_PREFIX = "suite:"
+SUITE_CATEGORY = "demo-world suite"
+"""The suite's category in the table of cuts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,8 +286,8 @@ def run_suite_command(
     run_dir: Path,
     cuts: Sequence[Cut] = (FULL,),
 ) -> str:
-    """Run the suite for llama.cpp models (resuming ``run_dir``), once per cut and seed; write and return the
-    Markdown summary."""
+    """Run the suite for llama.cpp models (resuming ``run_dir``), once per cut and seed; write the corpus and the
+    report (``write_suite_report``) and return the report's tables."""
     from tooldispatch.bench.targets import MatrixSpec, build_targets
     from tooldispatch.tools.demo import demo_tasks
 
@@ -294,14 +296,20 @@ def run_suite_command(
     db = ResultsDB(run_dir)
     try:
         asyncio.run(run_suite(targets, demo_tasks(), db, options))
-        cells = summarize_suite(list(db.records()))
-        text = render_suite(cells)
-        outcomes = {(c.cell, "suite"): c.outcomes() for c in cells}
-        paired = render_paired_cuts(paired_cuts(outcomes), group="tasks")
-        if paired:
-            text += "\n## Each cut against the full runtime, task by task\n\n" + paired
+        return write_suite_report(run_dir, list(db.records()))
     finally:
         db.close()
+
+
+def write_suite_report(run_dir: Path, records: Sequence[OutputRecord]) -> str:
+    """Write ``corpus.jsonl`` (every run with its calls and answer) and ``report/suite.md`` into ``run_dir``;
+    return the report's tables."""
+    write_corpus(run_dir / CORPUS_NAME, records)
+    cells = summarize_suite(records)
+    text = render_suite(cells)
+    paired = render_paired_cuts(paired_cuts({(c.cell, SUITE_CATEGORY): c.outcomes() for c in cells}))
+    if paired:
+        text += "\n## Each cut against the full runtime, run by run\n\n" + paired
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.md").write_text("# Demo-world suite\n\n" + text, encoding="utf-8")

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from tooldispatch.bench.bfcl_data import load_cases
+from tooldispatch.bench.corpus import CORPUS_NAME
 from tooldispatch.bench.report import summarize, write_report
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import RunOptions
-from tooldispatch.bench.session import CORPUS_NAME, run_session
+from tooldispatch.bench.session import run_session
 from tooldispatch.bench.targets import MatrixSpec, build_targets
 from tooldispatch.errors import ConfigError
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tooldispatch.backends.base import ChatRequest
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
-from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.corpus import CORPUS_NAME, Cell, read_corpus
 from tooldispatch.bench.cuts import CUTS, paired_cuts, parse_cuts, render_paired_cuts
 from tooldispatch.bench.multiturn import (
     TOOL_CLASSES,
@@ -288,6 +288,14 @@ def test_cli_runs_each_cut_as_a_cell_and_refuses_unknown_ones(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     assert "| bfcl-ground-truth@none [no-repair] | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
     assert "| bfcl-ground-truth@none | no-repair | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
+    corpus = list(read_corpus(tmp_path / "gt" / CORPUS_NAME))
+    assert sorted((Cell.from_key(r.cell).cut, r.case_id) for r in corpus) == [
+        ("full", "multi_turn_base_0"),
+        ("full", "multi_turn_base_1"),
+        ("no-repair", "multi_turn_base_0"),
+        ("no-repair", "multi_turn_base_1"),
+    ]
+    assert all(r.extra["passed"] and r.extra["transcripts"] for r in corpus)
     bad = runner.invoke(app, [*args, "--cuts", "no-parser", "--run-dir", str(tmp_path / "bad")])
     assert bad.exit_code == 2
     assert "unknown cut 'no-parser'" in bad.output

@@ -10,11 +10,18 @@ import pytest
 
 from tooldispatch.agent.loop import GENERIC_SYSTEM
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
-from tooldispatch.bench.corpus import Cell
+from tooldispatch.bench.corpus import CORPUS_NAME, Cell, read_corpus
 from tooldispatch.bench.cuts import paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
-from tooldispatch.bench.suite import SuiteOptions, render_suite, run_suite, summarize_suite
+from tooldispatch.bench.suite import (
+    SUITE_CATEGORY,
+    SuiteOptions,
+    render_suite,
+    run_suite,
+    summarize_suite,
+    write_suite_report,
+)
 from tooldispatch.errors import ConfigError
 from tooldispatch.tools.demo import demo_tasks
 
@@ -77,8 +84,19 @@ def test_a_cut_cell_runs_the_agent_with_its_options_and_is_paired_task_by_task(t
     cells = summarize_suite(list(db.records()))
     assert sorted(c.cell for c in cells) == sorted([full.key, cut.key])
     assert "| m@Q4_1, answer-tool | 100.0 % " in render_suite(cells)
-    [row] = paired_cuts({(c.cell, "suite"): c.per_task for c in cells})
+    [row] = paired_cuts({(c.cell, SUITE_CATEGORY): c.outcomes() for c in cells})
     assert (row["cut"], row["changed"], row["difference"].value, row["difference"].n) == ("answer-tool", [], 0.0, 1)
+    text = write_suite_report(tmp_path, list(db.records()))
+    assert text.splitlines()[-3] == (
+        "| m@Q4_1 | answer-tool | demo-world suite | 100.0 % [100.0, 100.0] (1/1) | 100.0 % [100.0, 100.0] (1/1) "
+        "| +0.0 pp [+0.0, +0.0] | none |"
+    )
+    assert (tmp_path / "report" / "suite.md").read_text(encoding="utf-8") == "# Demo-world suite\n\n" + text
+    corpus = list(read_corpus(tmp_path / CORPUS_NAME))
+    assert sorted((r.cell, r.case_id, r.extra["passed"]) for r in corpus) == [
+        (full.key, "suite:message-delay", True),
+        (cut.key, "suite:message-delay", True),
+    ]
 
 
 def test_seeds_run_each_task_once_per_seed_and_give_pass_hat_k(tmp_path: Path) -> None:
