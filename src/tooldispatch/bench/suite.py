@@ -69,7 +69,10 @@ async def run_task(
 ) -> dict[str, Any]:
     """Run one demo task in a fresh world; return what the suite stores (pass/fail, turns, buckets, calls).
 
-    ``cut`` changes the agent's options (``bench.cuts``); the full runtime by default.
+    The suite plays the person behind the approvals: when the run has ended, every call still waiting for
+    approval is approved and runs, as a person reading the request would let it, and the task's check then
+    judges the world with it (a call the task did not ask for fails the check like any other). ``cut`` changes
+    the agent's options (``bench.cuts``); the full runtime by default.
     """
     from tooldispatch.agent import Agent, Budget
     from tooldispatch.agent.loop import GENERIC_SYSTEM
@@ -93,6 +96,7 @@ async def run_task(
         **cut.agent_options,
     )
     run = await agent.arun(task.prompt)
+    approved = [(pending.tool, await dispatcher.aapprove(pending.id)) for pending in dispatcher.approvals()]
     buckets: Counter[str] = Counter()
     for turn in run.turns:
         for candidate in turn.outcome.candidates:
@@ -103,6 +107,7 @@ async def run_task(
         "end": run.end,
         "turns": len(run.turns),
         "calls": [{"name": r.call.name, "status": r.result.status} for r in run.tool_runs],
+        "approved": [{"name": name, "status": result.status} for name, result in approved],
         "buckets": dict(buckets),
         "final_answer": run.final_answer,
         "error": run.error,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,29 @@ def test_seeds_run_each_task_once_per_seed_and_give_pass_hat_k(tmp_path: Path) -
     assert table[2].endswith(" | 0.0 % | 1.5 | 1/2 | ok_strict: 1 |")
     with pytest.raises(ConfigError, match="several seeds need a temperature above 0"):
         SuiteOptions(seeds=(0, 1))
+
+
+def test_a_call_waiting_for_approval_is_approved_when_the_run_ends_and_judged_by_the_check(tmp_path: Path) -> None:
+    """cancel_order waits for a person during the run; the suite approves it afterwards, so the requested cancel
+    passes and a cancel of the wrong order still fails."""
+    tasks = _tasks("cancel-east")
+
+    def cancel(order: str) -> list[ScriptedTurn]:
+        call = {"name": "cancel_order", "arguments": {"order_id": order, "reason": "customer request"}}
+        return [ScriptedTurn(content=f"<tool_call>{json.dumps(call)}</tool_call>"), ScriptedTurn(content="Asked.")]
+
+    db = ResultsDB(tmp_path)
+    for model, order in (("right", "o-301"), ("wrong", "o-302")):
+        backend = ScriptedBackend(turns=cancel(order))
+        cell = Cell(backend="scripted", model=model, quant="Q4_1")
+        asyncio.run(run_suite([Target(cell=cell, make_backend=lambda b=backend: b)], tasks, db, SuiteOptions()))
+    results = {r.model: r.extra for r in db.records()}
+    assert [c["status"] for c in results["right"]["calls"]] == ["awaiting_approval"]
+    assert (results["right"]["approved"], results["right"]["passed"]) == (
+        [{"name": "cancel_order", "status": "ok"}],
+        True,
+    )
+    assert (results["wrong"]["approved"], results["wrong"]["passed"]) == (
+        [{"name": "cancel_order", "status": "ok"}],
+        False,
+    )
