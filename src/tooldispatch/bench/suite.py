@@ -114,6 +114,7 @@ async def run_task(
         "wall_s": run.wall_s,
         "needs_approval": task.needs_approval,
         "completion_tokens": sum(t.completion.usage.completion_tokens for t in run.turns if t.completion.usage),
+        "transcript": run.to_dict(),
     }
 
 
