@@ -23,6 +23,7 @@ through the same path it must score 100 %, which checks the harness without a mo
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections import Counter
@@ -176,6 +177,7 @@ class ExecutionLog:
     def tool(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         """The tool function the dispatcher invokes: it records the call, then runs the environment's method."""
 
+        @functools.wraps(method)  # the registry reads the method's own parameters through the wrapper
         def invoke(**arguments: Any) -> Any:
             self.calls.append(bfcl.render_call(name, arguments))
             return json_result(method(**arguments))

@@ -245,7 +245,10 @@ class Registry:
         Args:
             name: the name the model calls.
             fn: the function; called with the validated arguments as keywords.
-            schema: JSON Schema of the arguments (default: derived from type hints and the docstring).
+            schema: JSON Schema of the arguments (default: derived from type hints and the docstring). A schema
+                that leaves undeclared keys open (no ``additionalProperties``) for a function that takes no
+                ``**kwargs`` is closed (``additionalProperties: false``): such a key is refused at validation,
+                with the tool's arguments named, instead of raising ``TypeError`` inside the tool.
             description: shown to the model (default: the docstring's text before ``Args:``).
             version: the tool's version; a changed description under the same version is reported.
             source: where the tool comes from (default ``module:qualname``).
@@ -289,6 +292,9 @@ class Registry:
             raise RegistrationError(f"{where}: fn must be callable, got {type(fn).__name__}")
         doc_description, derived = ("", {}) if schema is not None else derive_schema(fn, name)
         final_schema = dict(schema) if schema is not None else derived
+        open_keys = schema is not None and "properties" in final_schema and "additionalProperties" not in final_schema
+        if open_keys and not _takes_any_keyword(fn):  # an undeclared key could only make the call raise TypeError
+            final_schema["additionalProperties"] = False
         if description is None:
             description = doc_description if schema is None else _doc_summary(fn)
         _check_schema(where, final_schema)
@@ -457,6 +463,16 @@ def _check_schema(where: str, schema: Mapping[str, Any]) -> None:
         raise RegistrationError(f"{where}: schema is not valid JSON Schema: {exc.message}") from exc
     if schema.get("type") != "object":
         raise RegistrationError(f'{where}: the arguments schema must have "type": "object"')
+
+
+def _takes_any_keyword(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` takes ``**kwargs`` (or its signature cannot be read): only then may a call carry keys
+    its schema does not declare. A wrapper made with ``functools.wraps`` is read as the function it wraps."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _fresh(where: str, value: Mapping[str, Any] | FreshState | None) -> FreshState | None:

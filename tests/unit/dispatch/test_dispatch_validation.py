@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -290,3 +291,44 @@ def test_a_parsed_call_with_a_null_optional_runs_without_it() -> None:
         (result,) = d.dispatch_many([call])
     assert (result.status, result.value) == ("ok", {"zone": "n"})
     assert [r["kind"] for r in result.trace.repairs] == ["null_optional"]
+
+
+def test_a_schema_left_open_for_a_function_without_kwargs_is_closed() -> None:
+    """A function that takes no **kwargs cannot take a key its schema does not declare: the schema is closed, the
+    key is refused at validation with the declared arguments named, and the function never runs. A **kwargs
+    function, and a schema that says what it allows, keep theirs; a functools.wraps wrapper is read as its target."""
+    ran: list[dict[str, Any]] = []
+
+    def ls(a: bool = False, path: str = ".") -> str:
+        ran.append({"a": a, "path": path})
+        return "ok"
+
+    @functools.wraps(ls)
+    def wrapped(**arguments: Any) -> Any:
+        return ls(**arguments)
+
+    schema = {"type": "object", "properties": {"a": {"type": "boolean"}, "path": {"type": "string"}}}
+    reg = Registry()
+    closed = reg.register("ls", ls, schema=schema, read_only=True, repair="none")
+    through = reg.register("ls_wrapped", wrapped, schema=schema, read_only=True, repair="none")
+    kwargs = reg.register("ls_kwargs", lambda **kw: kw, schema=schema, read_only=True, repair="none")
+    allowed = reg.register("ls_open", ls, schema={**schema, "additionalProperties": True}, read_only=True)
+    assert [t.schema.get("additionalProperties") for t in (closed, through, kwargs, allowed)] == [
+        False,
+        False,
+        None,
+        True,
+    ]
+    assert schema == {"type": "object", "properties": {"a": {"type": "boolean"}, "path": {"type": "string"}}}
+    with Dispatcher(reg) as d:
+        refused = d.dispatch("ls", {"a": True, "human_readable": False})
+        through_refused = d.dispatch("ls_wrapped", {"human_readable": False})
+        passed = d.dispatch("ls_kwargs", {"a": True, "human_readable": False})
+    assert (refused.status, refused.reason, through_refused.status, passed.status) == (
+        "rejected",
+        "validation",
+        "rejected",
+        "ok",
+    )
+    assert "human_readable" in json.loads(refused.content)["message"]
+    assert ran == []
