@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 # an installed tooldispatch uses the per-user cache instead (~/.cache/tooldispatch/models: `tooldispatch config path`).
 export TOOLDISPATCH_MODELS_DIR ?= $(CURDIR)/models/cache
 
-.PHONY: run test test-vllm lint typecheck unit integration compiled clean-compiled wheel bench-parser bench-dispatch bench-backend clean
+.PHONY: run test test-vllm test-vulkan lint typecheck unit integration compiled clean-compiled wheel bench-parser bench-dispatch bench-backend clean
 
 # The parser and repair modules, compiled with mypyc into extension modules beside their sources (see
 # setup.py). They are rebuilt when one of them changes. On a machine with a C compiler a failed build stops
@@ -89,6 +89,12 @@ test: $(VENV)/.test-deps lint typecheck $(VENV)/.compiled
 # without one they skip, saying how to start it. `make test` leaves them out.
 test-vllm: $(VENV)/.test-deps $(VENV)/.compiled
 	$(PY) -m pytest -m vllm tests/integration/vllm
+
+# The tests marked vulkan: the strix-halo-vulkan profile launching the Vulkan llama-server that
+# scripts/fetch-llama-server-vulkan.sh installs, on a Vulkan device (a Radeon, or Mesa's lavapipe on any CPU:
+# apt-get install mesa-vulkan-drivers). Without the binary or a device they skip, saying what to install.
+test-vulkan: $(VENV)/.test-deps $(VENV)/.compiled
+	$(PY) -m pytest -m vulkan tests/integration/vulkan
 
 lint: $(VENV)/.test-deps
 	$(PY) -m ruff check setup.py src tests

@@ -27,7 +27,7 @@ VLLM_ARGS = [
 ]  # fmt: skip
 LLAMA_SERVER_ARGS = [
     "llama-server", "-m", "/srv/models/qwen3-30b-a3b/Qwen3-30B-A3B-Q4_K_M.gguf",
-    "-ngl", "999", "-fa", "1", "--no-mmap", "--jinja",
+    "-ngl", "999", "-fa", "on", "--load-mode", "none", "--jinja",
     "-np", "4", "--kv-unified", "--cache-reuse", "256", "-c", "32768",
 ]  # fmt: skip
 
@@ -94,7 +94,7 @@ def test_dgx_spark_container_command_is_exact(monkeypatch: pytest.MonkeyPatch) -
     ("name", "env"), [("strix-halo-vulkan", "AMD_VULKAN_ICD=RADV"), ("strix-halo-rocm", "ROCBLAS_USE_HIPBLASLT=1")]
 )
 def test_strix_halo_llama_server_command_is_exact(name: str, env: str) -> None:
-    """Strix Halo profiles run llama-server with -ngl 999 -fa 1 --no-mmap --jinja and an explicit port."""
+    """Strix Halo profiles run llama-server with -ngl 999 -fa on --load-mode none --jinja and an explicit port."""
     plan = plan_launch(load_profile(name), port=9001)
     assert plan.command_line == f"{env} " + " ".join(LLAMA_SERVER_ARGS) + " --host 127.0.0.1 --port 9001"
     assert plan.base_url == "http://127.0.0.1:9001/v1"
