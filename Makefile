@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 # an installed tooldispatch uses the per-user cache instead (~/.cache/tooldispatch/models: `tooldispatch config path`).
 export TOOLDISPATCH_MODELS_DIR ?= $(CURDIR)/models/cache
 
-.PHONY: run test test-vllm test-vulkan lint typecheck unit integration compiled clean-compiled wheel bench-parser bench-dispatch bench-backend clean
+.PHONY: run test test-vllm test-vulkan test-clients lint typecheck unit integration compiled clean-compiled wheel bench-parser bench-dispatch bench-backend clean
 
 # The parser and repair modules, compiled with mypyc into extension modules beside their sources (see
 # setup.py). They are rebuilt when one of them changes. On a machine with a C compiler a failed build stops
@@ -95,6 +95,13 @@ test-vllm: $(VENV)/.test-deps $(VENV)/.compiled
 # apt-get install mesa-vulkan-drivers). Without the binary or a device they skip, saying what to install.
 test-vulkan: $(VENV)/.test-deps $(VENV)/.compiled
 	$(PY) -m pytest -m vulkan tests/integration/vulkan
+
+# The tests marked live: Qwen Code and opencode, installed here with npm, finishing a task through the proxy
+# with the packaged model in process (minutes each; TOOLDISPATCH_LIVE_MODEL=NAME@QUANT picks another model).
+CLIENTS := build/clients
+test-clients: $(VENV)/.test-deps $(VENV)/.compiled
+	npm install --prefix $(CLIENTS) --no-audit --no-fund --loglevel=error @qwen-code/qwen-code@0.15.10 opencode-ai@1.18.33
+	TOOLDISPATCH_CLIENTS_DIR=$(CLIENTS) $(PY) -m pytest -m live -s tests/live
 
 lint: $(VENV)/.test-deps
 	$(PY) -m ruff check setup.py src tests
