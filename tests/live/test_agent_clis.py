@@ -77,9 +77,10 @@ def _proxy(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
 
 def _run(tmp_path: Path, argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
-    done = subprocess.run(
-        argv, cwd=tmp_path / "project", env={**os.environ, **env}, capture_output=True, text=True, timeout=3000
-    )
+    project = tmp_path / "project"
+    # opencode takes its working folder from PWD, which a child started with cwd= inherits from this process.
+    env = {**os.environ, **env, "PWD": str(project)}
+    done = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=3000)
     (tmp_path / "client.out").write_text(done.stdout)
     (tmp_path / "client.err").write_text(done.stderr)
     return done, time.monotonic() - started
@@ -143,5 +144,11 @@ def test_opencode_finishes_a_task_through_the_proxy(served: tuple[Path, int]) ->
         "small_model": f"tooldispatch/{served_model}",
     }
     (tmp_path / "project" / "opencode.json").write_text(json.dumps(config, indent=1))
-    done, wall_s = _run(tmp_path, [_client("opencode"), "run", PROMPT], {"HOME": str(tmp_path / "home")})
+    env = {"HOME": str(tmp_path / "home")}
+    # A first start in a new home sets opencode up and may answer with its default provider instead of the
+    # project's; `opencode models` twice leaves it set up, and says whether it reads the project's provider.
+    for _ in range(2):
+        listed, _ = _run(tmp_path, [_client("opencode"), "models"], env)
+    assert f"tooldispatch/{served_model}" in listed.stdout, listed.stdout[-2000:]
+    done, wall_s = _run(tmp_path, [_client("opencode"), "run", PROMPT], env)
     _check(tmp_path, done, wall_s)

@@ -49,31 +49,46 @@ def test_the_profile_puts_every_layer_on_the_vulkan_device(smollm2_vulkan: Vulka
     assert "using device Vulkan0" in smollm2_vulkan.log.read_text(encoding="utf-8", errors="replace")
 
 
-@pytest.mark.parametrize("parse", ["server", "client"])
-async def test_a_required_tool_call_is_answered_in_both_parse_modes(smollm2_vulkan: VulkanServer, parse: str) -> None:
-    """tool_choice required: llama-server's grammar makes the call; the server extracts it, or the client parser."""
-    backend = backend_from_profile("strix-halo-vulkan", port=smollm2_vulkan.port, parse=parse, timeout_s=900)
+async def test_a_tool_request_is_answered_in_server_parse_mode(smollm2_vulkan: VulkanServer) -> None:
+    """Server parse mode (the profile's): llama-server renders the tools with the model's template and answers.
+
+    SmolLM2's template has no tool section and llama-server does not enforce ``tool_choice: required`` for it, so
+    the answer is text: the request is answered, whole, with its usage and a finish reason.
+    """
+    backend = backend_from_profile("strix-halo-vulkan", port=smollm2_vulkan.port, parse="server", timeout_s=900)
+    request = ChatRequest(messages=ASK_WEATHER, tools=(WEATHER,), max_tokens=24, temperature=0.0)
+    done = await collect(backend.stream(request))
+    assert done.finish_reason in ("stop", "length")
+    assert done.content.strip() and not done.native_calls
+    assert done.usage is not None and done.usage.completion_tokens > 0
+
+
+async def test_a_required_tool_call_is_made_in_client_parse_mode(smollm2_vulkan: VulkanServer) -> None:
+    """Client parse mode with tool_choice required: llama-server's grammar makes the call, tooldispatch reads it."""
+    backend = backend_from_profile("strix-halo-vulkan", port=smollm2_vulkan.port, parse="client", timeout_s=900)
     request = ChatRequest(
         messages=ASK_WEATHER, tools=(WEATHER,), max_tokens=48, tool_choice="required", constrained=True
     )
     done = await collect(backend.stream(request))
-    if parse == "server":
-        assert [call.name for call in done.native_calls] == ["get_weather"]
-        assert set(json.loads(done.native_calls[0].arguments)) == {"city"}
-        return
     outcome = parse_tool_calls(done.content, [WEATHER], finish_reason=done.finish_reason)
     assert [call.name for call in outcome.calls] == ["get_weather"]
     assert set(outcome.calls[0].arguments) == {"city"}
 
 
 async def test_qwen_calls_the_tool_on_the_vulkan_device(qwen_vulkan: VulkanServer) -> None:
-    """The packaged Qwen2.5-Coder-0.5B, every layer on the device, asked freely: the client parser reads its call."""
+    """The packaged Qwen2.5-Coder-0.5B, every layer on the device, asked freely in the profile's parse mode.
+
+    The model writes its call as fenced JSON, which llama-server leaves in the content; tooldispatch's parser
+    takes it from there, as the agent does.
+    """
     done_layers, total, device = offloaded(qwen_vulkan.log)
     assert (done_layers, total, device) == (25, 25, "Vulkan0")
-    backend = backend_from_profile("strix-halo-vulkan", port=qwen_vulkan.port, parse="client", timeout_s=900)
+    backend = backend_from_profile("strix-halo-vulkan", port=qwen_vulkan.port, parse="server", timeout_s=900)
     request = ChatRequest(messages=ASK_WEATHER, tools=(WEATHER,), max_tokens=64, temperature=0.0)
     done = await collect(backend.stream(request))
-    outcome = parse_tool_calls(done.content, [WEATHER], finish_reason=done.finish_reason)
+    outcome = parse_tool_calls(
+        done.content, [WEATHER], native_calls=done.native_calls, finish_reason=done.finish_reason
+    )
     assert [(call.name, dict(call.arguments)) for call in outcome.calls] == [("get_weather", {"city": "Paris"})]
 
 
