@@ -12,6 +12,7 @@
 # One request at a time on one slot with two threads, as the in-process cells run.
 set -euo pipefail
 source "$(dirname "$0")/_tooldispatch.sh"
+source "$(dirname "$0")/_llama-server.sh"
 
 RUN_DIR="${1:-runs/qwen25-coder-ladder}"
 LIMIT="${LIMIT:-40}"
@@ -23,16 +24,6 @@ CELLS="${CELLS:-$Q05@Q4_K_M:off $Q05@Q4_K_M:server $Q05@Q4_K_M:on $Q05@Q4_0:off 
 LLAMA_SERVER="${LLAMA_SERVER:-${LLAMA_SERVER_HOME:-$HOME/.cache/tooldispatch/llama-server}/bin/llama-server}"
 PORT="${PORT:-18080}"
 
-server_pid=""
-stop_server() {
-    if [[ -n "$server_pid" ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-    fi
-}
-trap stop_server EXIT
-
 run_server_cell() {
     local spec="$1" gguf="$2"
     if [[ ! -x "$LLAMA_SERVER" ]]; then
@@ -40,22 +31,12 @@ run_server_cell() {
         return 0
     fi
     mkdir -p "$RUN_DIR"
-    "$LLAMA_SERVER" -m "$gguf" --jinja --host 127.0.0.1 --port "$PORT" -c 8192 -np 1 -t 2 \
-        >"$RUN_DIR/llama-server.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 120); do
-        if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            echo "llama-server exited at start: see $RUN_DIR/llama-server.log" >&2
-            server_pid=""
-            return 1
-        fi
-        sleep 1
-    done
+    start_llama_server "$RUN_DIR/llama-server.log" "$PORT" \
+        "$LLAMA_SERVER" -m "$gguf" --jinja --host 127.0.0.1 --port "$PORT" -c 8192 -np 1 -t 2
     "${tooldispatch[@]}" bench bfcl --backend openai --dialect llama-server --base-url "http://127.0.0.1:$PORT/v1" \
         --models "${spec%%@*}" --quant-label "${spec##*@}" --parse-modes server,client --concurrency 1 \
         --categories "$CATEGORIES" --limit "$LIMIT" --run-dir "$RUN_DIR" --no-progress
-    stop_server
+    stop_llama_server
 }
 
 for cell in $CELLS; do

@@ -9,6 +9,7 @@
 #         LIMIT=20 cases (lavapipe takes one to two minutes a case on two cores), PARSE_MODES=server
 set -euo pipefail
 source "$(dirname "$0")/_tooldispatch.sh"
+source "$(dirname "$0")/_llama-server.sh"
 
 RUN_DIR="${1:-runs/vulkan-cell}"
 LIMIT="${LIMIT:-20}"
@@ -17,42 +18,23 @@ MODEL=qwen2.5-coder-0.5b-instruct
 SERVER="${LLAMA_SERVER_VULKAN:-${LLAMA_SERVER_VULKAN_HOME:-$HOME/.cache/tooldispatch/llama-server-vulkan}/bin/llama-server}"
 PORT="${PORT:-18081}"
 if [[ ! -x "$SERVER" ]]; then
-    echo "No Vulkan llama-server at $SERVER: run scripts/fetch-llama-server-vulkan.sh first." >&2
+    echo "No Vulkan llama-server at $SERVER: scripts/build-llama-server.sh --vulkan builds one," \
+        "scripts/fetch-llama-server-vulkan.sh fetches one." >&2
     exit 2
 fi
 gguf="$("${tooldispatch[@]}" models pull "$MODEL@Q4_K_M" | tail -n 1)"
 mkdir -p "$RUN_DIR"
 
-server_pid=""
-stop_server() {
-    if [[ -n "$server_pid" ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-    fi
-}
-trap stop_server EXIT
-
 # $1: the label's device (cpu or vulkan); $2: GGML_VK_VISIBLE_DEVICES (empty: no Vulkan device, the CPU runs all).
 run_cell() {
-    local device="$1" visible="$2"
-    GGML_VK_VISIBLE_DEVICES="$visible" LLAMA_ARG_LOG_VERBOSITY=4 "$SERVER" -m "$gguf" --jinja -ngl 999 -fa on \
-        -c 8192 -np 1 -t 2 --host 127.0.0.1 --port "$PORT" >"$RUN_DIR/llama-server-$device.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 300); do
-        if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            echo "llama-server exited at start: see $RUN_DIR/llama-server-$device.log" >&2
-            server_pid=""
-            return 1
-        fi
-        sleep 1
-    done
-    grep -E "using device|offloaded|model buffer size" "$RUN_DIR/llama-server-$device.log" || true
+    local device="$1" visible="$2" log="$RUN_DIR/llama-server-$device.log"
+    start_llama_server "$log" "$PORT" env GGML_VK_VISIBLE_DEVICES="$visible" LLAMA_ARG_LOG_VERBOSITY=4 \
+        "$SERVER" -m "$gguf" --jinja -ngl 999 -fa on -c 8192 -np 1 -t 2 --host 127.0.0.1 --port "$PORT"
+    grep -E "using device|offloaded|model buffer size" "$log" || true
     "${tooldispatch[@]}" bench bfcl --backend openai --dialect llama-server --base-url "http://127.0.0.1:$PORT/v1" \
         --models "$MODEL" --quant-label "Q4_K_M-$device" --parse-modes "$PARSE_MODES" --concurrency 1 \
         --categories simple_python --limit "$LIMIT" --run-dir "$RUN_DIR" --no-progress
-    stop_server
+    stop_llama_server
 }
 
 run_cell cpu ""
