@@ -12,11 +12,16 @@ delimited form, lossless repairs only. A policy file declares what such tools ar
     [tools."delete_*"]
     destructive = true
 
+    [tools."job_status"]
+    read_only = true
+    polling = true
+
 Globs are ``fnmatch`` patterns matched case-sensitively against the whole name (``*``, ``?``, ``[abc]``).
 ``read_only = true`` gives the tool the ``bounded`` repair level (near-match repairs, and a call recovered
 from running text when the text earns it); anything else gives ``lossless``. ``destructive`` and
 ``idempotent`` are checked and kept (a destructive tool cannot be read-only; a read-only one is idempotent) and
-change no parse: a side-effecting tool is already parsed as conservatively as the parser can.
+change no parse: a side-effecting tool is already parsed as conservatively as the parser can. ``polling = true``
+says that identical calls may return new results (a job's status): the proxy's repeat guard never holds them.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from tooldispatch.types import RepairLevel
 
 __all__ = ["ToolPolicy", "ToolRule", "load_policy"]
 
-_KEYS = ("read_only", "destructive", "idempotent")
+_KEYS = ("read_only", "destructive", "idempotent", "polling")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +54,14 @@ class ToolRule:
             near name).
         destructive: the tool's effects cannot be undone.
         idempotent: calling it twice with the same arguments does what calling it once does.
+        polling: identical calls may return new results (a status check); the repeat guard never holds them.
     """
 
     glob: str
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    polling: bool = False
 
     def matches(self, name: str) -> bool:
         """Whether the glob matches the whole of ``name`` (case-sensitively)."""
@@ -91,6 +98,11 @@ class ToolPolicy:
                     spec = dataclasses.replace(spec, repair=level)
             out.append(spec)
         return tuple(out)
+
+    def polls(self, name: str) -> bool:
+        """Whether the rule for ``name`` declares it a polling tool."""
+        rule = self.rule_for(name)
+        return rule is not None and rule.polling
 
     @classmethod
     def read_only(cls, glob: str = "*", *, why: str) -> ToolPolicy:
@@ -135,7 +147,7 @@ def policy_from_dict(data: Mapping[str, Any], *, source: str) -> ToolPolicy:
             raise ConfigError(f'policy file {source!r}: a rule has an empty glob; name tools like "get_*"')
         if not isinstance(body, Mapping):
             raise ConfigError(
-                f"policy file {source!r}: {rule} must be a table (read_only, destructive, idempotent), "
+                f"policy file {source!r}: {rule} must be a table (read_only, destructive, idempotent, polling), "
                 f"not {type(body).__name__}"
             )
         unknown = sorted(k for k in body if k not in _KEYS)
@@ -157,6 +169,14 @@ def policy_from_dict(data: Mapping[str, Any], *, source: str) -> ToolPolicy:
             )
         if re.search(r"\[[^\]]*$", glob):
             raise ConfigError(f"policy file {source!r}: {rule} has a '[' with no closing ']' in its glob")
-        rules.append(ToolRule(glob, read_only=flags["read_only"], destructive=flags["destructive"],
-                              idempotent=flags["idempotent"] or flags["read_only"]))  # fmt: skip
+        idempotent = flags["idempotent"] or flags["read_only"]
+        rules.append(
+            ToolRule(
+                glob,
+                read_only=flags["read_only"],
+                destructive=flags["destructive"],
+                idempotent=idempotent,
+                polling=flags["polling"],
+            )
+        )
     return ToolPolicy(tuple(rules), source=source)

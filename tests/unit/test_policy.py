@@ -72,11 +72,14 @@ def test_a_declared_read_only_tool_takes_a_call_from_running_text_and_an_undecla
     ("text", "message"),
     [
         ('[tools."get_*"]\nread_only = "yes"\n', "read_only must be true or false, not 'yes'"),
-        ('[tools."get_*"]\nreadonly = true\n', "unknown key(s) 'readonly'; use read_only, destructive, idempotent"),
+        (
+            '[tools."get_*"]\nreadonly = true\n',
+            "unknown key(s) 'readonly'; use read_only, destructive, idempotent, polling",
+        ),
         ('[tools."rm_*"]\nread_only = true\ndestructive = true\n', "says both read_only and destructive"),
         ('[tool."get_*"]\nread_only = true\n', "unknown top-level key(s) 'tool'"),
         ('tools = ["get_*"]\n', "'tools' must be a table"),
-        ('[tools]\n"get_*" = true\n', "must be a table (read_only, destructive, idempotent), not bool"),
+        ('[tools]\n"get_*" = true\n', "must be a table (read_only, destructive, idempotent, polling), not bool"),
         ('[tools."get_[ab"]\nread_only = true\n', "has a '[' with no closing ']'"),
         ('[tools." "]\nread_only = true\n', "a rule has an empty glob"),
         ("[tools\n", "is not valid TOML"),
@@ -102,3 +105,12 @@ def test_an_empty_policy_declares_nothing(tmp_path: Path) -> None:
     policy = load_policy(_write(tmp_path, "# nothing declared\n"))
     specs = normalize_tools(TOOLS).values()
     assert policy.rules == () and policy.declare(specs) == tuple(specs)
+
+
+def test_polling_is_read_and_asked_by_name(tmp_path: Path) -> None:
+    """``polling = true`` marks a rule's tools as polled; other tools and unmatched names are not."""
+    policy = load_policy(
+        _write(tmp_path, '[tools."job_*"]\nread_only = true\npolling = true\n\n[tools."get_*"]\nread_only = true\n')
+    )
+    assert policy.rules[0] == ToolRule("job_*", read_only=True, idempotent=True, polling=True)
+    assert [policy.polls(n) for n in ("job_status", "get_file", "other")] == [True, False, False]

@@ -10,8 +10,9 @@ in the prompt and no call extracted), and that answer goes out, marked: the ``x-
 header on a whole answer, a ``tooldispatch.repeat_guard`` field on the answer (the last chunk of a stream),
 and the ``repeat_guard`` flag in the statistics. A turn with one new call among repeats is passed on whole.
 
-A tool whose result may change (a status poll) is exactly what the guard stops from being asked twice in one
-user turn; that is why it is off by default.
+A tool whose result may change (a status poll) is exactly what the guard would stop from being asked twice in
+one user turn. A policy file declares such tools (``polling = true``), and their calls are never held; a request's
+tools carry no such metadata of their own, which is why the guard is off by default.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ HEADER: Final = "x-tooldispatch-repeat-guard"
 FLAG: Final = "repeat_guard"
 
 
-def answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-    """The keys of the calls made since the user's last message whose results are in the conversation."""
+def answered_calls(messages: Sequence[Mapping[str, Any]], polling: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The keys of the calls made since the user's last message whose results are in the conversation.
+
+    Calls to ``polling`` tools are left out: their identical calls may be answered differently, so none repeats.
+    """
     start = 0
     for position, message in enumerate(messages):
         if message.get("role") == "user":
@@ -40,7 +44,7 @@ def answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
         if role == "assistant":
             for call in message.get("tool_calls") or ():
                 fn = call.get("function") if isinstance(call, Mapping) else None
-                if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+                if isinstance(fn, Mapping) and isinstance(fn.get("name"), str) and fn["name"] not in polling:
                     pending[str(call.get("id"))] = call_key(fn["name"], fn.get("arguments") or {})
         elif role == "tool":
             key = pending.get(str(message.get("tool_call_id")))

@@ -84,7 +84,7 @@ class SseTurn:
         self.started = False
         # The repeat guard (``guard``): calls that repeat an answered call are held back until a new call comes
         # (then they go out before it) or the turn ends with nothing else (then the turn is asked again).
-        self._done = answered_calls(request.chat.messages) if guard and request.parses else frozenset()
+        self._done = answered_calls(request.chat.messages, request.polling) if guard and request.parses else frozenset()
         self._held: list[ToolCall] = []
         self._repeated: list[ToolCall] = []
         self._settled = False

@@ -82,6 +82,7 @@ class ProxyRequest:
         tool_choice: ``auto``, ``none``, ``required`` or one tool's name.
         parallel: more than one call may be answered.
         chat: the request for the backend.
+        polling: the tools the policy declares polling (identical calls may return new results).
     """
 
     body: Mapping[str, Any]
@@ -91,6 +92,7 @@ class ProxyRequest:
     tool_choice: str
     parallel: bool
     chat: ChatRequest
+    polling: frozenset[str] = frozenset()
 
     @property
     def parses(self) -> bool:
@@ -282,7 +284,9 @@ def read_request(
         constrained=constrained and bool(specs) and choice not in ("auto", "none"),
         extra=extra,
     )
-    return ProxyRequest(body, stream, include_usage, specs, choice, parallel, chat)
+    policy = tool_cache.policy if tool_cache is not None else None
+    polling = frozenset(t.name for t in specs if policy is not None and policy.polls(t.name))
+    return ProxyRequest(body, stream, include_usage, specs, choice, parallel, chat, polling)
 
 
 def new_id(prefix: str) -> str:

@@ -121,7 +121,7 @@ async def complete(
         calls = answered(request, outcome.calls)
         stats.count(outcome, len(calls))
         content, reasoning = outcome.content, outcome.reasoning
-        if guard and only_repeats(calls, answered_calls(request.chat.messages)):
+        if guard and only_repeats(calls, answered_calls(request.chat.messages, request.polling)):
             retry = await collect(first_events(upstream, without_calls(request), stats, stream=False))
             marked = mark(calls)
             stats.calls = 0

@@ -13,6 +13,8 @@ import httpx2
 import pytest
 
 from tooldispatch.backends.scripted import ScriptedTurn
+from tooldispatch.policy import ToolPolicy, ToolRule
+from tooldispatch.proxy.translate import ToolCache
 
 from .conftest import ASK, WEATHER, scripted_proxy
 
@@ -89,6 +91,20 @@ def test_guard_off_or_a_new_call_passes_the_calls_on(tmp_path: Path, stream: boo
         response = _post(running.url, {"messages": other, "tools": [WEATHER], "stream": stream})
         calls = _streamed(response.text)[1] if stream else response.json()["choices"][0]["message"]["tool_calls"]
         assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Paris"}]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_polling_tool_of_the_policy_is_never_held(tmp_path: Path, stream: bool) -> None:
+    """A tool the policy declares polling (its result may change) is called again even with the guard on."""
+    policy = ToolPolicy((ToolRule("get_*", read_only=True, idempotent=True, polling=True),), source="test")
+    with scripted_proxy(tmp_path, script=repeating, repeat_guard=True, tool_cache=ToolCache(policy=policy)) as running:
+        response = _post(running.url, {"messages": ANSWERED, "tools": [WEATHER], "stream": stream})
+        calls = _streamed(response.text)[1] if stream else response.json()["choices"][0]["message"]["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+            ("get_weather", {"city": "Paris"})
+        ]
+        running.counted(1)
+        assert running.store.fetchall("SELECT flags FROM proxy_requests") == [("",)]
 
 
 DOUBLED = '{{"name": "get_weather", "arguments": {"city": "Paris"}}}'
