@@ -4,11 +4,13 @@ Marked ``live`` (not in ``make test``): each run prefills the client's whole sys
 for Qwen Code and 7k for opencode, minutes with the 0.5B. ``make test-clients`` installs the two clients with npm
 and runs these tests; ``TOOLDISPATCH_LIVE_MODEL`` picks the model (default the packaged 0.5B).
 
-What they check is what a user of the client sees: the client exits 0, every request it sent was answered 200
-(499 only where the client itself hung up), and the proxy kept the bodies (``--record``). The run's store and the
-client's output stay in the test's folder; ``tests/fixtures/clients/extract.py`` turns a store into the replayed
-fixtures of ``tests/integration/proxy_http/test_recorded_clients.py``. Whether the model reads the file and
-answers right is printed, not asserted: that is the model's part, measured in the closing notes.
+The proxy gets ``--timeout 3000``: its default (600 s for a whole answer) is shorter than a 1.5B model's CPU
+prefill of Qwen Code's prompt. What they check is what a user of the client sees: the client exits 0, every
+request it sent was answered 200 (499 only where the client itself hung up), and the proxy kept the bodies
+(``--record``). The run's store and the client's output stay in the test's folder;
+``tests/fixtures/clients/extract.py`` turns a store into the replayed fixtures of
+``tests/integration/proxy_http/test_recorded_clients.py``. Whether the model reads the file and
+answers right is printed, not asserted: that is the model's part.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def _port() -> int:
 def _proxy(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
     argv = [
         sys.executable, "-m", "tooldispatch", "proxy", "--model", MODEL, "--port", str(port),
-        "--store", str(tmp_path / "state.db"), "--n-ctx", str(N_CTX), "--record",
+        "--store", str(tmp_path / "state.db"), "--n-ctx", str(N_CTX), "--record", "--timeout", "3000",
     ]  # fmt: skip
     log = (tmp_path / "proxy.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
