@@ -44,6 +44,18 @@ from tooldispatch.proxy.upstream import Upstream
 _log = logging.getLogger("tooldispatch.proxy")
 _access = logging.getLogger("tooldispatch.proxy.access")
 _BUDGET_HEADER = "x-tooldispatch-completion-budget"
+_KEEPALIVE = b": waiting for the model\n\n"
+"""An SSE comment: clients skip it, and it keeps a slow first answer's connection from looking dead."""
+
+
+def _first(pending: asyncio.Future[Event]) -> Event | None:
+    """The first event of a finished ``__anext__`` (``None`` for an empty stream); its error, raised."""
+    try:
+        return pending.result()
+    except StopAsyncIteration:
+        return None
+
+
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -190,6 +202,9 @@ class Proxy:
         access_log: one log line per request (``--quiet`` turns it off).
         client_timeout_s: how long a client may take to send its request body, in all (its head is bounded by
             the server's protocol, ``server.with_head_timeout``).
+        keepalive_s: how long a streamed answer waits for the model's first event before the response starts
+            with SSE comments, one every ``keepalive_s`` until that event comes (a long prefill on a CPU outlasts
+            clients that give up on a silent connection: Qwen Code after 120 s).
     """
 
     upstream: Upstream
@@ -201,6 +216,7 @@ class Proxy:
     repeat_guard: bool = False
     access_log: bool = True
     client_timeout_s: float = 60.0
+    keepalive_s: float = 15.0
 
     def __repr__(self) -> str:
         return f"Proxy(upstream={self.upstream!r}, limits={self.limits!r}, key={'set' if self.api_key else 'none'})"
@@ -319,20 +335,25 @@ class Proxy:
 
         The request goes out first; the stream's parser is built while the upstream works on it. The opening
         chunk and what the first event completes go out together, as soon as that event arrives; after that,
-        what each event completes goes out in one write.
+        what each event completes goes out in one write. When the first event takes longer than
+        ``keepalive_s``, the response starts with an SSE comment instead and sends one every ``keepalive_s``
+        until the event comes; an error after that is an error event, as it is later in any stream.
         """
         events = first_events(self.upstream, request, stats, stream=True)
         iterator = events.__aiter__()
         pending = asyncio.ensure_future(iterator.__anext__())
         await asyncio.sleep(0)  # let the request go out before the parser is built
+        first: Event | None = None
         try:
             turn = SseTurn(request, self.upstream.model, stats, record=self.record, guard=self.repeat_guard)
-            try:
-                first: Event | None = await pending
-            except StopAsyncIteration:
-                first = None
-            head = turn.opening() + (b"".join(turn.feed(first)) if first is not None else b"")
-            stats.first_token_s = time.monotonic() - started
+            await asyncio.wait({pending}, timeout=self.keepalive_s)
+            waiting = not pending.done()
+            if waiting:
+                head = _KEEPALIVE
+            else:
+                first = _first(pending)
+                head = turn.opening() + (b"".join(turn.feed(first)) if first is not None else b"")
+                stats.first_token_s = time.monotonic() - started
         except BaseException:
             pending.cancel()
             with anyio.CancelScope(shield=True):
@@ -342,7 +363,14 @@ class Proxy:
             raise
 
         async def body() -> AsyncIterator[bytes]:
+            nonlocal first
             try:
+                if waiting:
+                    while not (await asyncio.wait({pending}, timeout=self.keepalive_s))[0]:
+                        yield _KEEPALIVE
+                    first = _first(pending)
+                    yield turn.opening() + (b"".join(turn.feed(first)) if first is not None else b"")
+                    stats.first_token_s = time.monotonic() - started
                 if first is not None:
                     async for event in iterator:
                         if out := turn.feed(event):
@@ -375,6 +403,10 @@ class Proxy:
                     await events.aclose()
 
         async def closed(disconnected: bool) -> None:
+            if not pending.done():  # the client left while the model had not answered yet
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
             await events.aclose()  # a no-op when body() already closed it
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
