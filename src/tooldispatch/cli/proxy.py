@@ -104,9 +104,10 @@ def proxy(
         typer.Option(
             "--repeat-guard/--no-repeat-guard",
             help="Answer a turn whose calls only repeat calls already answered since the user's last message "
-            "without calls (generated again with tool_choice none, marked x-tooldispatch-repeat-guard).",
+            "without calls (generated again with tool_choice none, marked x-tooldispatch-repeat-guard). Tools "
+            "whose identical calls may answer differently are declared polling = true in the --policy file.",
         ),
-    ] = False,
+    ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", help="No access-log line per request.")] = False,
     client_timeout: Annotated[
         float,

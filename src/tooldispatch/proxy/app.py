@@ -213,7 +213,7 @@ class Proxy:
     recorder: Recorder | None = None
     record: bool = False
     tool_cache: ToolCache = field(default_factory=ToolCache, repr=False)
-    repeat_guard: bool = False
+    repeat_guard: bool = True
     access_log: bool = True
     client_timeout_s: float = 60.0
     keepalive_s: float = 15.0

@@ -1,18 +1,19 @@
 """The repeat guard: a turn whose calls only repeat calls already answered is generated again without tools.
 
 Small models often call the same tool again, with the same arguments, after its result is already in the
-conversation, until the client's turn limit ends the run, although the answer is right there. With the guard
-on (``tooldispatch proxy --repeat-guard``), a turn is checked against the calls of the conversation since the
-user's last message whose results came back (a ``tool`` message answering the call's id): when every call the
-turn makes is one of those (same name, same arguments once canonical: keys sorted, the JSON as decoded), the
-calls are not passed on. The turn is generated once more with calls disabled (``tool_choice: none``: no tools
-in the prompt and no call extracted), and that answer goes out, marked: the ``x-tooldispatch-repeat-guard``
-header on a whole answer, a ``tooldispatch.repeat_guard`` field on the answer (the last chunk of a stream),
-and the ``repeat_guard`` flag in the statistics. A turn with one new call among repeats is passed on whole.
+conversation, until the client's turn limit ends the run, although the answer is right there. With the guard on
+(the default; ``tooldispatch proxy --no-repeat-guard`` turns it off), a turn is checked against the calls of the
+conversation since the user's last message whose results came back (a ``tool`` message answering the call's id):
+when every call the turn makes is one of those (same name, same arguments once canonical: keys sorted, the JSON
+as decoded), the calls are not passed on. The turn is generated once more with calls disabled (``tool_choice:
+none``: no tools in the prompt and no call extracted), and that answer goes out, marked: the
+``x-tooldispatch-repeat-guard`` header on a whole answer, a ``tooldispatch.repeat_guard`` field on the answer (the
+last chunk of a stream), and the ``repeat_guard`` flag in the statistics. A turn with one new call among repeats
+is passed on whole.
 
 A tool whose result may change (a status poll) is exactly what the guard would stop from being asked twice in
-one user turn. A policy file declares such tools (``polling = true``), and their calls are never held; a request's
-tools carry no such metadata of their own, which is why the guard is off by default.
+one user turn. A policy file declares such tools (``polling = true``), and their calls are never held; a tool the
+policy does not declare is assumed not to be polled.
 """
 
 from __future__ import annotations

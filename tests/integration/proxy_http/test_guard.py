@@ -55,8 +55,8 @@ def _streamed(text: str) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_repeat_of_an_answered_call_is_answered_from_the_result(tmp_path: Path, stream: bool) -> None:
-    """With the guard on, repeating get_weather(Paris) after its result is answered as text, marked, and counted."""
-    with scripted_proxy(tmp_path, script=repeating, repeat_guard=True) as running:
+    """With the guard on (the default), a repeat of get_weather(Paris) after its result is answered as text."""
+    with scripted_proxy(tmp_path, script=repeating) as running:  # on by default
         response = _post(running.url, {"messages": ANSWERED, "tools": [WEATHER], "stream": stream})
         if stream:
             content, calls, events = _streamed(response.text)
@@ -81,7 +81,7 @@ def test_repeat_of_an_answered_call_is_answered_from_the_result(tmp_path: Path, 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_guard_off_or_a_new_call_passes_the_calls_on(tmp_path: Path, stream: bool) -> None:
     """Without the guard the repeat goes out; with it, a call with other arguments goes out too."""
-    with scripted_proxy(tmp_path, script=repeating) as running:
+    with scripted_proxy(tmp_path, script=repeating, repeat_guard=False) as running:
         response = _post(running.url, {"messages": ANSWERED, "tools": [WEATHER], "stream": stream})
         calls = _streamed(response.text)[1] if stream else response.json()["choices"][0]["message"]["tool_calls"]
         assert [c["function"]["name"] for c in calls] == ["get_weather"]
