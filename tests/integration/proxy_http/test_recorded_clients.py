@@ -3,14 +3,16 @@
 ``tests/fixtures/clients/*.json`` hold the bodies those clients sent to ``tooldispatch proxy --record`` with the
 packaged model behind it (``extract.py`` there says how they were made). Each body is sent again as it was, and
 with ``stream`` turned the other way, to a proxy whose scripted model answers with the call the fixture names
-(the client's own file-reading tool, in Qwen's ``<tool_call>`` form) while the conversation has no tool result,
-and with a sentence after one. The proxy must take the client's real request (content parts, ``stream_options``,
-its tool schemas) and give back that call, checked against the client's own schema, or the sentence.
+(the client's own file-reading tool, in Qwen's ``<tool_call>`` form) when the recorded conversation has no tool
+result, and with a sentence when it has one. The proxy must take the client's real request (content parts,
+``stream_options``, its tool schemas) and give back that call, checked against the client's own schema, or the
+sentence.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "clients"
 SENTENCE = "The release is owned by Dana."
+OPENCODE_TEMP = "/tmp/opencode"  # named in opencode's own system prompt
 CASES = [
     pytest.param(path, index, id=f"{path.stem}-{index}")
     for path in sorted(FIXTURES.glob("*.json"))
@@ -37,27 +40,24 @@ CASES = [
 ]
 
 
-def _turn(call: Mapping[str, Any], messages: Any) -> ScriptedTurn:
-    """The fixture's call while no tool result is in the conversation, the sentence after one."""
-    if any(m.get("role") == "tool" for m in messages):
+def _turn(call: Mapping[str, Any], has_result: bool) -> ScriptedTurn:
+    """The sentence when the conversation holds a tool result, else the fixture's call in Qwen's tags."""
+    if has_result:
         return ScriptedTurn(content=SENTENCE, chunk=6)
     return ScriptedTurn(content=f"<tool_call>\n{json.dumps(call)}\n</tool_call>", chunk=6)
 
 
 @contextmanager
-def _proxy(mode: str, call: Mapping[str, Any], tmp_path: Path) -> Iterator[Running]:
+def _proxy(mode: str, turn: ScriptedTurn, tmp_path: Path) -> Iterator[Running]:
     if mode == "in-process":
-        backend = ScriptedBackend(lambda request: _turn(call, request.messages))
+        backend = ScriptedBackend(lambda request: turn)
         upstream = Upstream(backend=backend, model="local", label="local", quant="q", mode="in-process")
         with running_proxy(upstream, tmp_path / "state.db", scripted=_UNUSED) as running:
             yield running
         return
     dialect = "vllm" if mode == "vllm" else "llama-server"
 
-    def script(body: Mapping[str, Any]) -> ScriptedTurn:
-        return _turn(call, body.get("messages") or [])
-
-    with scripted_proxy(tmp_path, script=script, dialect=dialect) as running:
+    with scripted_proxy(tmp_path, script=lambda body: turn, dialect=dialect) as running:
         yield running
 
 
@@ -74,7 +74,7 @@ def test_a_recorded_client_request_gets_the_call_or_the_answer(
     declared = {t["function"]["name"] for t in body["tools"]}
     assert call["name"] in declared
     has_result = any(m.get("role") == "tool" for m in body["messages"])
-    with _proxy(mode, call, tmp_path) as running:
+    with _proxy(mode, _turn(call, has_result), tmp_path) as running:
         response = httpx2.post(
             f"{running.url}/chat/completions",
             content=json.dumps(body).encode(),
@@ -114,4 +114,5 @@ def test_every_fixture_is_scrubbed_and_says_where_it_came_from() -> None:
         text = path.read_text(encoding="utf-8")
         fixture = json.loads(text)
         assert fixture["source"].startswith("recorded: ") and fixture["client"] and fixture["command"]
-        assert "/tmp/" not in text and "/root" not in text
+        paths = set(re.findall(r"/(?:tmp|root|home)/[^\s\"'`<>)\\]*", text))
+        assert paths and all(p.startswith("/home/user") or p == OPENCODE_TEMP for p in paths), paths
