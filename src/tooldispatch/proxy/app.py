@@ -400,14 +400,18 @@ class Proxy:
                 yield b"data: [DONE]\n\n"
             finally:
                 with anyio.CancelScope(shield=True):
-                    await events.aclose()
+                    await stop_upstream()
 
-        async def closed(disconnected: bool) -> None:
-            if not pending.done():  # the client left while the model had not answered yet
+        async def stop_upstream() -> None:
+            """End the upstream turn: the wait for its first event too, when the client left during it."""
+            if not pending.done():
                 pending.cancel()
                 with contextlib.suppress(BaseException):
                     await pending
-            await events.aclose()  # a no-op when body() already closed it
+            await events.aclose()  # a no-op when it is already closed
+
+        async def closed(disconnected: bool) -> None:
+            await stop_upstream()
             if disconnected:
                 stats.status, stats.error = 499, "client_disconnected"
             if self.record:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,3 +100,18 @@ def test_a_quick_first_event_sends_no_comment(tmp_path: Path) -> None:
         body = {"model": "m", "messages": ASK, "tools": [WEATHER], "stream": True}
         response = httpx2.post(f"{running.url}/chat/completions", json=body, timeout=30)
     assert response.status_code == 200 and response.text.startswith("data: {")
+
+
+def test_a_client_that_leaves_during_the_wait_is_counted_and_the_model_stopped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Hanging up after the first comment cancels the wait for the model: 499 counted, no error logged."""
+    backend = SlowStart([ScriptedTurn(content=ANSWER, chunk=5)], delay_s=3.0)
+    with running_proxy(_upstream(backend), tmp_path / "state.db", scripted=_UNUSED, keepalive_s=0.1) as running:
+        body = {"model": "m", "messages": ASK, "tools": [WEATHER], "stream": True}
+        with httpx2.stream("POST", f"{running.url}/chat/completions", json=body, timeout=30) as response:
+            first = next(response.iter_bytes())
+        rows = running.counted(1)
+    assert first.startswith(b": waiting for the model")
+    assert rows[0][:2] == (499, "client_disconnected")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
