@@ -285,7 +285,7 @@ def read_request(
         extra=extra,
     )
     policy = tool_cache.policy if tool_cache is not None else None
-    polling = frozenset(t.name for t in specs if policy is not None and policy.polls(t.name))
+    polling = frozenset(t.name for t in specs if policy.polls(t.name)) if policy is not None else frozenset()
     return ProxyRequest(body, stream, include_usage, specs, choice, parallel, chat, polling)
 
 

@@ -32,7 +32,10 @@ def vulkan_env() -> Iterator[dict[str, str]]:
     """PATH with the Vulkan build first, the device named, and llama.cpp's load log on; skips without a device."""
     server = vulkan_bin() / "llama-server"
     if not server.is_file():
-        pytest.skip(f"no Vulkan llama-server at {server}: run scripts/fetch-llama-server-vulkan.sh")
+        pytest.skip(
+            f"no Vulkan llama-server at {server}: build one with scripts/build-llama-server.sh --vulkan, "
+            "or fetch one with scripts/fetch-llama-server-vulkan.sh"
+        )
     env = {
         "PATH": f"{vulkan_bin()}{os.pathsep}{os.environ.get('PATH', '')}",
         "GGML_VK_VISIBLE_DEVICES": os.environ.get("GGML_VK_VISIBLE_DEVICES", "0"),
