@@ -54,6 +54,16 @@ def answered_calls(messages: Sequence[Mapping[str, Any]], polling: frozenset[str
     return frozenset(done)
 
 
+def applies(request: ProxyRequest) -> bool:
+    """Whether the guard may hold this request's calls: only under ``tool_choice: auto``.
+
+    ``required`` or a tool's name asks for a call on every turn (smolagents' tool-calling agent sends ``required``
+    and ends its run with its own ``final_answer`` tool), so an answer without calls would break the client's loop,
+    as the agent's guard also leaves such turns alone.
+    """
+    return request.parses and request.tool_choice == "auto"
+
+
 def only_repeats(calls: Iterable[ToolCall], done: frozenset[str]) -> bool:
     """Whether there are calls and every one of them repeats an answered call."""
     keys = [call_key(c.name, c.arguments) for c in calls]

@@ -37,7 +37,7 @@ from tooldispatch.backends.base import (
 )
 from tooldispatch.parsing.core import parse_tool_calls
 from tooldispatch.parsing.stream import CallReady, ContentText, ReasoningEnded, ReasoningText, StreamParser
-from tooldispatch.proxy.guard import FLAG, answered_calls, mark
+from tooldispatch.proxy.guard import FLAG, answered_calls, applies, mark
 from tooldispatch.proxy.stats import RequestStats
 from tooldispatch.proxy.translate import ProxyRequest, new_id, tool_call_json, usage_json
 from tooldispatch.proxy.turn import finish_of, with_rejected
@@ -84,7 +84,9 @@ class SseTurn:
         self.started = False
         # The repeat guard (``guard``): calls that repeat an answered call are held back until a new call comes
         # (then they go out before it) or the turn ends with nothing else (then the turn is asked again).
-        self._done = answered_calls(request.chat.messages, request.polling) if guard and request.parses else frozenset()
+        self._done = (
+            answered_calls(request.chat.messages, request.polling) if guard and applies(request) else frozenset()
+        )
         self._held: list[ToolCall] = []
         self._repeated: list[ToolCall] = []
         self._settled = False

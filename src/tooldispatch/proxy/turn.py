@@ -15,7 +15,7 @@ from typing import Any, Final
 from tooldispatch.backends.base import Completion, Event, Usage, collect
 from tooldispatch.errors import ContextWindowExceeded
 from tooldispatch.parsing.core import parse_tool_calls
-from tooldispatch.proxy.guard import FLAG, answered_calls, mark, only_repeats, without_calls
+from tooldispatch.proxy.guard import FLAG, answered_calls, applies, mark, only_repeats, without_calls
 from tooldispatch.proxy.stats import RequestStats, record_json
 from tooldispatch.proxy.translate import ProxyRequest, completion_json, usage_json
 from tooldispatch.proxy.upstream import Upstream
@@ -121,7 +121,7 @@ async def complete(
         calls = answered(request, outcome.calls)
         stats.count(outcome, len(calls))
         content, reasoning = outcome.content, outcome.reasoning
-        if guard and only_repeats(calls, answered_calls(request.chat.messages, request.polling)):
+        if guard and applies(request) and only_repeats(calls, answered_calls(request.chat.messages, request.polling)):
             retry = await collect(first_events(upstream, without_calls(request), stats, stream=False))
             marked = mark(calls)
             stats.calls = 0

@@ -94,6 +94,18 @@ def test_guard_off_or_a_new_call_passes_the_calls_on(tmp_path: Path, stream: boo
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_required_call_is_never_held(tmp_path: Path, stream: bool) -> None:
+    """tool_choice required asks for a call every turn (smolagents sends it): the repeat goes out, unmarked."""
+    with scripted_proxy(tmp_path, script=repeating) as running:
+        body = {"messages": ANSWERED, "tools": [WEATHER], "tool_choice": "required", "stream": stream}
+        response = _post(running.url, body)
+        calls = _streamed(response.text)[1] if stream else response.json()["choices"][0]["message"]["tool_calls"]
+        assert [c["function"]["name"] for c in calls] == ["get_weather"]
+        running.counted(1)
+        assert running.store.fetchall("SELECT flags FROM proxy_requests") == [("",)]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_polling_tool_of_the_policy_is_never_held(tmp_path: Path, stream: bool) -> None:
     """A tool the policy declares polling (its result may change) is called again even with the guard on."""
     policy = ToolPolicy((ToolRule("get_*", read_only=True, idempotent=True, polling=True),), source="test")
