@@ -7,18 +7,33 @@ message names the tool's arguments exactly and the undeclared ones to leave out;
 that is wrong, ``corrected_call`` spells out the call without them. It is only shown: nothing runs on the
 model's behalf, and the model must send the call itself. Output that names no declared tool (bad JSON, an
 unknown name, a cut-off call) has no call to answer, so it gets a short user turn instead.
+
+``Agent(feedback="bare")`` keeps only the error itself, to measure what the rest is worth: a refused call gets
+its error kind, tool and the validator's message; a dispatcher's refusal or failure its kind, tool and message;
+a replayed call its stored result alone. No signature, suggestion, corrected call or note is added.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from tooldispatch.dispatch import DispatchResult
 from tooldispatch.repair.validate import schema_errors
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import Candidate, ParseOutcome, Repair, ToolCall, call_key
+
+FEEDBACK_STYLES: Final = ("full", "bare")
+"""The values of ``Agent(feedback=...)``: everything this module writes, or the error alone."""
+
+_BARE_KEYS: Final = ("error", "status", "tool", "message")
+
+
+def bare(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """An error or status answer reduced to its kind, tool and message (``feedback="bare"``)."""
+    return {key: payload[key] for key in _BARE_KEYS if key in payload}
+
 
 REPEAT_NOTE = (
     "This is the same call you sent last turn, refused for the same reason: change it as the message says "
@@ -63,13 +78,16 @@ REPLAY_NOTE = "this exact call already ran earlier in this run; nothing was done
 """What a replayed side-effecting call's answer says before the stored result."""
 
 
-def tool_answer(result: DispatchResult) -> str:
+def tool_answer(result: DispatchResult, *, bare_feedback: bool = False) -> str:
     """The ``tool`` message content for a dispatched call.
 
     A side-effecting call the dispatcher answered from its idempotency store (``idempotent_replay``) says so:
     its stored result alone reads exactly like a first success, and a small model then sends the call again
-    and again. Every other result is passed as the dispatcher wrote it.
+    and again. Every other result is passed as the dispatcher wrote it. With ``bare_feedback`` a replay is its
+    stored result alone, and a call that did not succeed gets its error's kind, tool and message only.
     """
+    if bare_feedback:
+        return result.content if result.ok else _bare_content(result.content)
     if result.reason != "idempotent_replay":
         return result.content
     try:
@@ -77,6 +95,14 @@ def tool_answer(result: DispatchResult) -> str:
     except ValueError:
         stored = result.content
     return json.dumps({"already_done": True, "note": REPLAY_NOTE, "result": stored}, ensure_ascii=False)
+
+
+def _bare_content(content: str) -> str:
+    try:
+        value: Any = json.loads(content)
+    except ValueError:
+        return content
+    return json.dumps(bare(value), ensure_ascii=False) if isinstance(value, dict) else content
 
 
 REPEATED_SUCCESS_NOTE = (
@@ -133,14 +159,20 @@ def _signature(tool: ToolSpec) -> str:
     return text + (f" (optional: {', '.join(optional)})" if optional else "")
 
 
-def rejection_payload(cand: Candidate, tool: ToolSpec, *, repeated: bool = False) -> dict[str, Any]:
+def rejection_payload(
+    cand: Candidate, tool: ToolSpec, *, repeated: bool = False, bare_feedback: bool = False
+) -> dict[str, Any]:
     """The error a refused call gets back, in the dispatcher's error shape.
 
     Args:
         cand: the rejected candidate (it names ``tool`` and has decoded arguments).
         tool: the declared tool.
         repeated: the same call was refused the turn before.
+        bare_feedback: the error kind, the tool and the validator's message only.
     """
+    if bare_feedback:
+        message = cand.error or "the arguments do not match the tool's schema"
+        return {"error": "invalid_arguments", "tool": tool.name, "message": message}
     args = cand.arguments if isinstance(cand.arguments, dict) else {}
     extra = undeclared_keys(args, tool)
     if extra:
@@ -174,13 +206,18 @@ def repeated_rejection(cand: Candidate, previous: ParseOutcome | None) -> bool:
     return call_key(cand.name, cand.arguments) in {call_key(c.name, c.arguments) for c in previous.rejected}
 
 
-def unusable_output_feedback(outcome: ParseOutcome, previous: ParseOutcome | None = None) -> str:
-    """A user turn for call attempts that name no declared tool or could not be decoded."""
+def unusable_output_feedback(
+    outcome: ParseOutcome, previous: ParseOutcome | None = None, *, bare_feedback: bool = False
+) -> str:
+    """A user turn for call attempts that name no declared tool or could not be decoded (with ``bare_feedback``,
+    the errors alone)."""
     lines = ["Your tool call could not be used:"]
     for cand in outcome.rejected:
         name = f" {cand.name!r}" if cand.name else ""
         lines.append(f"- call{name} ({cand.bucket}): {cand.error or 'unusable'}")
-        if repeated_rejection(cand, previous):
+        if repeated_rejection(cand, previous) and not bare_feedback:
             lines.append("  " + REPEAT_NOTE)
+    if bare_feedback:
+        return "\n".join(lines)
     lines.append("Reply with a corrected tool call, or answer in plain text if no tool is needed.")
     return "\n".join(lines)

@@ -21,7 +21,9 @@ from typing import Any
 
 from tooldispatch.agent.feedback import (
     EARLY_ANSWER,
+    FEEDBACK_STYLES,
     answerable,
+    bare,
     rejection_payload,
     repeated_call_answer,
     repeated_rejection,
@@ -141,10 +143,13 @@ def _assistant_message(outcome: ParseOutcome, calls: Sequence[ToolCall]) -> dict
     return message
 
 
-def _tool_message(run: ToolRun, repeat_of: int | None = None) -> dict[str, Any]:
+def _tool_message(run: ToolRun, repeat_of: int | None = None, *, bare_feedback: bool = False) -> dict[str, Any]:
     """The ``tool`` message that answers one dispatched call; ``repeat_of``: the turn (0-based) whose identical
-    call already succeeded, said in the answer (``repeated_call_answer``)."""
-    content = tool_answer(run.result) if repeat_of is None else repeated_call_answer(run.result, repeat_of + 1)
+    call already succeeded, said in the answer (``repeated_call_answer``) unless the feedback is bare."""
+    if repeat_of is None or bare_feedback:
+        content = tool_answer(run.result, bare_feedback=bare_feedback)
+    else:
+        content = repeated_call_answer(run.result, repeat_of + 1)
     return {"role": "tool", "tool_call_id": run.call.id, "name": run.call.name, "content": content}
 
 
@@ -230,6 +235,13 @@ class Agent:
             ``tool_choice="auto"``: ``required`` or a tool's name asks for a call on every turn.
         polling_tools: tools whose identical calls may return new results (a status check): never held by the repeat
             guard, and never counted as a stuck repeat or an idle turn.
+        tolerant_parsing: ``False`` reads each turn as a strict server-side parser does
+            (``parse_tool_calls(tolerant=False)``): only calls the strict formats find in the content as written;
+            a call that needed a tolerance stays text, and no call is recovered from the reasoning. Early dispatch
+            is off with it (the stream parser reads tolerantly). Schema repair is still ``repair``'s to choose.
+        feedback: ``full`` (the default: ``agent/feedback.py``'s signatures, suggestions, corrected calls and
+            notes) or ``bare`` (each refusal or error as its kind, tool and message, a replayed call as its stored
+            result).
 
     The budget's ``stuck_repeats`` and ``stuck_idle_turns`` end a run that makes no progress as ``stuck``, with the
     evidence in ``AgentRun.stuck`` (``agent/stuck.py``).
@@ -262,7 +274,11 @@ class Agent:
         answer_tool: bool = False,
         repeat_guard: bool = True,
         polling_tools: Collection[str] = (),
+        tolerant_parsing: bool = True,
+        feedback: str = "full",
     ) -> None:
+        if feedback not in FEEDBACK_STYLES:
+            raise ConfigError(f"feedback must be one of {', '.join(FEEDBACK_STYLES)}, not {feedback!r}")
         if dispatcher is None:
             if registry is None:
                 raise ConfigError("Agent needs a dispatcher= or a registry= (with an optional store=)")
@@ -298,6 +314,8 @@ class Agent:
         self.seed = seed
         self.repeat_guard = repeat_guard
         self.polling_tools = frozenset(polling_tools)
+        self.tolerant_parsing = tolerant_parsing
+        self.bare_feedback = feedback == "bare"
         self._tool_map = {t.name: t for t in self.tools}
         self._early: list[tuple[ToolCall, asyncio.Task[DispatchResult]]] = []
 
@@ -360,7 +378,7 @@ class Agent:
         started = time.monotonic()
         watcher = (
             StreamParser(self._tool_map, tool_format=self.tool_format, repair=self.repair)
-            if self.early_dispatch
+            if self.early_dispatch and self.tolerant_parsing
             else None
         )
 
@@ -573,7 +591,9 @@ class Agent:
             written = ToolCall(
                 spec.name, dict(cand.arguments or {}), bucket=cand.bucket, stage=cand.stage, id=_new_call_id()
             )
-            refused.append((written, rejection_payload(cand, spec, repeated=repeated_rejection(cand, previous))))
+            repeated = repeated_rejection(cand, previous)
+            payload = rejection_payload(cand, spec, repeated=repeated, bare_feedback=self.bare_feedback)
+            refused.append((written, payload))
         return dropped, refused
 
     async def _turn(
@@ -618,6 +638,7 @@ class Agent:
             tool_format=self.tool_format,
             reasoning_open=self.reasoning_open and not completion.reasoning,
             repair=self.repair,
+            tolerant=self.tolerant_parsing,
         )
 
     async def arun(self, task: str, *, history: Sequence[Mapping[str, Any]] = ()) -> AgentRun:
@@ -666,7 +687,7 @@ class Agent:
             calls = [*_unique_ids(outcome.calls), *dropped]
             at = self._answer_at(calls)
             if at and not any(r.result.status == "ok" for t in turns for r in t.tool_runs):  # rests on no result
-                refused.append((calls[at], dict(EARLY_ANSWER)))
+                refused.append((calls[at], bare(EARLY_ANSWER) if self.bare_feedback else dict(EARLY_ANSWER)))
                 calls = [c for c in calls if c.name != ANSWER_TOOL.name]  # its repeats go with it
                 at = None
             if at is not None:
@@ -676,7 +697,11 @@ class Agent:
                 await self._drain_early()
                 if runs:
                     messages.append(_assistant_message(outcome, calls[:at]))
-                    messages.extend(_tool_message(r) for r in runs if "auto_refresh" not in r.call.flags)
+                    messages.extend(
+                        _tool_message(r, bare_feedback=self.bare_feedback)
+                        for r in runs
+                        if "auto_refresh" not in r.call.flags
+                    )
                 messages.append({"role": "assistant", "content": final})
                 later = [c for c in calls[at + 1 :] if c.name != ANSWER_TOOL.name]  # a repeated answer is no call
                 runs = (*runs, *self._refuse_after_answer(index, later))
@@ -714,7 +739,7 @@ class Agent:
                         continue
                     key = call_key(tool_run.call.name, tool_run.call.arguments)
                     repeat = succeeded.get(key) if self.answer_tool and tool_run.result.status == "ok" else None
-                    messages.append(_tool_message(tool_run, repeat))
+                    messages.append(_tool_message(tool_run, repeat, bare_feedback=self.bare_feedback))
                     if tool_run.result.status == "ok":
                         succeeded.setdefault(key, index)
                 answered.record(index, runs)
@@ -726,7 +751,7 @@ class Agent:
                 )
             elif outcome.rejected:
                 await self._drain_early()
-                feedback = unusable_output_feedback(outcome, previous)
+                feedback = unusable_output_feedback(outcome, previous, bare_feedback=self.bare_feedback)
                 messages.append({"role": "assistant", "content": completion.content})
                 messages.append({"role": "user", "content": feedback})
                 turns.append(Turn(index, completion, outcome, feedback=feedback, notes=tuple(notes)))

@@ -44,6 +44,21 @@ CUTS: Mapping[str, Cut] = {
             {"repair": "none"},
         ),
         Cut(
+            "strict-parsing",
+            "the parser reads only what its strict formats find in the content, as written, as a server's strict "
+            "tool parser does (tolerant_parsing=False): no lenient JSON, no tag tolerances, no calls read from running "
+            "text or from the reasoning; such a call stays text. Schema repair is off too (repair='none'), so against "
+            "no-repair this cut measures the tolerant reading alone, and against the full runtime the whole parser",
+            {"tolerant_parsing": False, "repair": "none"},
+        ),
+        Cut(
+            "bare-feedback",
+            "the answers to refused and failed calls are the error alone (feedback='bare'): its kind, the tool and "
+            "the message; no argument signature, suggestion, corrected call or repeat note, and a replayed call "
+            "gets its stored result without the note that it already ran",
+            {"feedback": "bare"},
+        ),
+        Cut(
             "no-repeat-guard",
             "the repeat guard is off: a call already answered in the user's turn is not held back, and the model "
             "is not asked to answer from the results it has",

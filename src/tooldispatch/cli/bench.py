@@ -61,8 +61,8 @@ _GROUND_TRUTH_HELP = (
     "model; no model is loaded), to check the harness."
 )
 _CUTS_HELP = (
-    "The runtime's variants to run, each a cell paired case by case with the full runtime: full, "
-    "no-repair, no-repeat-guard, answer-tool (comma-separated)."
+    "The runtime's variants to run, each a cell paired case by case with the full runtime: full, no-repair, "
+    "strict-parsing, bare-feedback, no-repeat-guard, answer-tool (comma-separated)."
 )
 
 

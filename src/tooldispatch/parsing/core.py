@@ -3,6 +3,9 @@
 reasoning split → strict formats on the content → the server's native calls → fallback on what strict
 left → (only when nothing call-like is outside the reasoning) strict + fallback on the reasoning →
 schema-guided repair and validation of every candidate → one bucket per candidate.
+
+``tolerant=False`` keeps the first step alone, as a strict server-side parser reads: the strict formats on the
+content, each call as written; everything else stays text.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def parse_tool_calls(
     reasoning_open: bool = False,
     repair: RepairSpec | None = None,
     strict_lane: bool = True,
+    tolerant: bool = True,
 ) -> ParseOutcome:
     """Turn one raw model output into tool calls, content and reasoning.
 
@@ -97,6 +101,11 @@ def parse_tool_calls(
             be found: only a ``bounded`` tool takes a call recovered from running text.
         strict_lane: read the common well-formed shapes straight to their outcome (``parsing.lane``) before
             the cascade; ``False`` runs the cascade alone (the outcome is the same: tests compare both).
+        tolerant: ``False`` reads only what the strict formats find in the content, as written: no lenient
+            decoding or tag tolerance, no doubled braces, no fallback on running text, no calls recovered from
+            the reasoning. A call that needed any of them, or could not be decoded, or was cut off, stays in the
+            content as text, which is what a server's strict tool parser does with it. Schema repair is still
+            ``repair``'s to choose.
 
     Returns:
         The calls, content, reasoning, every candidate with its bucket, the deepest stage needed and
@@ -110,7 +119,16 @@ def parse_tool_calls(
         TypeError: ``text`` is not a str (or ``None``).
     """
     return _parse(
-        text, tools, reasoning or "", native_calls, finish_reason, tool_format, reasoning_open, repair, strict_lane
+        text,
+        tools,
+        reasoning or "",
+        native_calls,
+        finish_reason,
+        tool_format,
+        reasoning_open,
+        repair,
+        strict_lane and tolerant,
+        tolerant,
     )
 
 
@@ -124,6 +142,7 @@ def _parse(
     reasoning_open: bool,
     repair: RepairSpec | None,
     strict_lane: bool,
+    tolerant: bool,
 ) -> ParseOutcome:
     """:func:`parse_tool_calls`."""
     if repair is not None and (type(repair) is not str or repair not in _LEVELS):
@@ -156,18 +175,22 @@ def _parse(
         return _level_for(name, specs, None) != "bounded"
 
     natives = read_native_calls(native_calls or ())
-    outside, unsure = screen(content_view, _find(content_view, specs, tool_format, markers), delimited_only)
+    if tolerant:
+        found = _find(content_view, specs, tool_format, markers)
+    else:
+        found = _as_written(content_view, specs, tool_format, markers)
+    outside, unsure = screen(content_view, found, delimited_only)
     removed = [raw.span for raw in outside]
     if natives:
         # A server that extracted calls may also leave them in the text: count each once.
         native_keys = {call_key(raw.name, raw.arguments) for raw, _ in natives}
         outside = [raw for raw in outside if raw.name is None or call_key(raw.name, raw.arguments) not in native_keys]
     inside: list[RawCall] = []
-    if not natives and not outside and split.has_reasoning:
+    if tolerant and not natives and not outside and split.has_reasoning:
         view = split.view("reasoning")
         inside, unsure_inside = screen(view, _find(view, specs, tool_format, markers), delimited_only)
         unsure += unsure_inside
-    if not natives and not outside and not inside and given_reasoning:
+    if tolerant and not natives and not outside and not inside and given_reasoning:
         found = _find(given_reasoning, specs, tool_format, scan_markers(given_reasoning))
         inside, unsure_given = screen(given_reasoning, found, delimited_only)
         unsure += unsure_given
@@ -284,6 +307,16 @@ def _find(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: f
     except (RecursionError, TimeoutError):
         fallback = []
     return sorted([*strict, *fallback], key=lambda raw: raw.span)
+
+
+def _as_written(view: str, specs: Mapping[str, ToolSpec], tool_format: str, markers: frozenset[str]) -> list[RawCall]:
+    """What the strict finders read whole, decoded with no tolerance: the calls of ``parse_tool_calls(tolerant=False)``
+    (a call that could not be decoded or was cut off stays text too)."""
+    if view.isspace() or not view:
+        return []
+    strict = find_strict(view, tool_format, for_view(markers, view))
+    typed = [typed_call(raw, specs) if raw.format in XML_VALUE_FORMATS else raw for raw in strict]
+    return [raw for raw in typed if not raw.lenient and raw.decode_error is None and not raw.truncated]
 
 
 def _undoubled(view: str, inner: tuple[int, int], specs: Mapping[str, ToolSpec]) -> RawCall | None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tooldispatch.agent import Agent, AgentRun, Budget
 from tooldispatch.agent.feedback import corrected_arguments, rejection_payload, undeclared_keys
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.dispatch import Dispatcher
+from tooldispatch.errors import ConfigError
 from tooldispatch.tools.demo import DemoWorld, build_registry
 from tooldispatch.toolspec import ToolSpec
 from tooldispatch.types import Candidate
@@ -181,3 +184,84 @@ def test_a_replayed_side_effect_tells_the_model_it_already_ran() -> None:
     }
     assert [r.result.reason for r in run.tool_runs] == [None, "idempotent_replay"]
     assert world.count_effects() == 1
+
+
+def _bare_run(turns: list[str], **options: object) -> tuple[DemoWorld, ScriptedBackend, AgentRun]:
+    world = DemoWorld.seed()
+    backend = ScriptedBackend([*(ScriptedTurn(content=t) for t in turns), ScriptedTurn(content="Ok.")])
+    agent = Agent(
+        backend=backend,
+        dispatcher=Dispatcher(build_registry(world)),
+        budget=Budget(max_turns=len(turns) + 1),
+        **{"feedback": "bare", **options},  # type: ignore[arg-type]
+    )
+    return world, backend, agent.run("go")
+
+
+def test_bare_feedback_answers_a_refused_call_with_the_validators_error_alone() -> None:
+    """feedback='bare': no signature, suggestion or corrected call; the validator's message as the parser wrote it."""
+    _, backend, run = _bare_run([BAD_ASSIGN])
+    [refused] = run.turns[0].outcome.rejected
+    answer = json.loads(backend.requests[1].messages[-1]["content"])
+    assert answer == {"error": "invalid_arguments", "tool": "assign_driver", "message": refused.error}
+    assert "leave it out" not in (refused.error or "")
+
+
+def test_bare_feedback_gives_a_replay_its_stored_result_without_the_note() -> None:
+    send = '<tool_call>{"name": "send_message", "arguments": {"to": "c-101", "subject": "S", "body": "B"}}</tool_call>'
+    world, _, run = _bare_run([send, send], repeat_guard=False)
+    first, second = (json.loads(m["content"]) for m in run.messages if m["role"] == "tool")
+    assert first == second == {"message_id": 1, "to": "c-101", "subject": "S"}
+    assert [r.result.reason for r in run.tool_runs] == [None, "idempotent_replay"]
+    assert world.count_effects() == 1
+
+
+def test_bare_feedback_keeps_a_dispatcher_refusals_kind_tool_and_message_only() -> None:
+    """An assignment refused as stale (no fresh driver list): the full answer's other keys are dropped."""
+    assign = '<tool_call>{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order_id": "o-101"}}'
+    assign += "</tool_call>"
+    _, _, full = _bare_run([assign], feedback="full")
+    full_answer = json.loads(next(m["content"] for m in full.messages if m["role"] == "tool"))
+    _, _, run = _bare_run([assign])
+    [tool_run] = run.tool_runs
+    answer = json.loads(next(m["content"] for m in run.messages if m["role"] == "tool"))
+    assert tool_run.result.status != "ok"
+    assert answer == {k: full_answer[k] for k in ("error", "tool", "message")}
+    assert set(full_answer) - set(answer) >= {"suggestion", "recoverable"}
+
+
+def test_bare_feedback_drops_the_repeat_note_and_the_closing_line_of_an_unusable_output() -> None:
+    cut = '<tool_call>{"name": "assign_driver", "arguments": {"driver_id": "d-north-1", "order'
+    world = DemoWorld.seed()
+    backend = ScriptedBackend(
+        [ScriptedTurn(content=cut, finish_reason="length"), ScriptedTurn(content=cut, finish_reason="length"),
+         ScriptedTurn(content="Ok.")]
+    )  # fmt: skip
+    run = Agent(
+        backend=backend, dispatcher=Dispatcher(build_registry(world)), budget=Budget(max_turns=3), feedback="bare"
+    ).run("go")
+    [cand] = run.turns[1].outcome.rejected
+    expected = f"Your tool call could not be used:\n- call 'assign_driver' (Truncated): {cand.error}"
+    assert run.turns[1].feedback == expected
+
+
+def test_an_unknown_feedback_style_is_refused() -> None:
+    with pytest.raises(ConfigError, match="feedback must be one of full, bare, not 'terse'"):
+        Agent(backend=ScriptedBackend([]), dispatcher=Dispatcher(build_registry(DemoWorld.seed())), feedback="terse")
+
+
+def test_strict_parsing_leaves_a_tolerated_call_as_the_answer_and_runs_nothing() -> None:
+    """tolerant_parsing=False: Python-ish JSON in the tags is no call; the turn is a text answer."""
+    text = "<tool_call>{'name': 'list_drivers', 'arguments': {'zone': 'north'}}</tool_call>"
+    for tolerant in (True, False):
+        backend = ScriptedBackend([ScriptedTurn(content=text), ScriptedTurn(content="Ok.")])
+        run = Agent(
+            backend=backend,
+            dispatcher=Dispatcher(build_registry(DemoWorld.seed())),
+            budget=Budget(max_turns=2),
+            tolerant_parsing=tolerant,
+        ).run("go")
+        if tolerant:
+            assert [r.call.name for r in run.tool_runs] == ["list_drivers"] and run.final_answer == "Ok."
+        else:
+            assert (run.tool_runs, run.final_answer, len(backend.requests)) == ((), text, 1)

@@ -232,13 +232,46 @@ def test_a_cut_changes_the_agent_and_only_what_it_names() -> None:
     assert "final_answer" in {t.name for t in backend.requests[0].tools or ()}
 
 
+def _single_quoted(case: bfcl.MultiTurnCase) -> ScriptedBackend:
+    """The ground truth with every call's JSON written in single quotes, as Python writes a dict: calls that only
+    the tolerant reading takes."""
+    truth = ground_truth_backend(case)
+    assert callable(truth.turns)
+    script = truth.turns
+
+    def quoted(request: ChatRequest) -> ScriptedTurn:
+        turn = script(request)
+        return dataclasses.replace(turn, content=turn.content.replace('"', "'"))
+
+    return ScriptedBackend(quoted)
+
+
+def test_the_strict_parsing_and_bare_feedback_cuts() -> None:
+    """Calls written whole pass through both cuts; calls in Python's quotes run with the tolerant reading and stay
+    text with the strict one, so the conversation fails at its first turn."""
+    case = _case("multi_turn_base", "multi_turn_base_0")
+    for name in ("strict-parsing", "bare-feedback"):
+        record = asyncio.run(run_case(case, ground_truth_backend(case), MultiTurnOptions(), cut=CUTS[name]))
+        assert record["passed"] is True, name
+    full = asyncio.run(run_case(case, _single_quoted(case), MultiTurnOptions()))
+    assert full["passed"] is True
+    assert set(full["buckets"]) == {"ok_fallback"}
+    strict = asyncio.run(run_case(case, _single_quoted(case), MultiTurnOptions(), cut=CUTS["strict-parsing"]))
+    assert strict["passed"] is False
+    assert strict["executed"][0] == []
+    assert strict["buckets"] == {}
+
+
 def test_cuts_are_parsed_by_name_and_kept_in_the_cell_key() -> None:
     """--cuts names are checked and deduplicated; a cut is the key's fifth part, and the full runtime's key is the
     four-part key every earlier run stored."""
     assert [c.name for c in parse_cuts("full, no-repair,full")] == ["full", "no-repair"]
     with pytest.raises(ConfigError) as info:
         parse_cuts("full,no-parser")
-    assert str(info.value) == ("unknown cut 'no-parser'; the cuts are: full, no-repair, no-repeat-guard, answer-tool")
+    assert str(info.value) == (
+        "unknown cut 'no-parser'; the cuts are: full, no-repair, strict-parsing, bare-feedback, no-repeat-guard, "
+        "answer-tool"
+    )
     with pytest.raises(ConfigError, match="name at least one cut"):
         parse_cuts(" , ")
     cell = Cell(backend="llamacpp", model="m", quant="Q4_K_M")

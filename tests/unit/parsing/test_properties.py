@@ -103,6 +103,7 @@ options = st.fixed_dictionaries(
         "finish_reason": st.sampled_from([None, "stop", "length", "tool_calls"]),
         "reasoning_open": st.booleans(),
         "tool_format": st.sampled_from(["auto", "hermes", "mistral", "pythonic", "glm", "deepseek_v32", "seed_oss"]),
+        "tolerant": st.booleans(),
     }
 )
 
@@ -191,3 +192,15 @@ def test_an_undeclared_tool_never_gets_a_call_its_read_only_declaration_would_no
     declared = [(c.name, c.arguments) for c in parse_tool_calls(text, READ_ONLY).calls]
     rest = iter(declared)
     assert all(call in rest for call in undeclared), (undeclared, declared)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=names_and_fragments, opts=options)
+def test_the_strict_reading_takes_only_calls_written_whole_and_valid(text: str, opts: dict[str, Any]) -> None:
+    """tolerant=False with repair off: every call was read by a strict format as written, outside the reasoning,
+    valid with no repair or tolerance; and the tolerant reading of the same text never has fewer calls."""
+    strict = _parse(text, **{**opts, "tolerant": False}, repair="none")
+    assert all(c.bucket == "ok_strict" and c.stage == "strict" and c.repairs == () for c in strict.calls)
+    assert all("in_reasoning" not in c.flags for c in strict.calls)
+    tolerant = _parse(text, **{**opts, "tolerant": True}, repair="none")
+    assert len(tolerant.calls) >= len(strict.calls), (strict.calls, tolerant.calls)
