@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tooldispatch.bench.corpus import Cell
-from tooldispatch.bench.stats import paired_difference, rate
+from tooldispatch.bench.stats import exact_rate, paired_difference
 from tooldispatch.errors import ConfigError
 
 
@@ -99,8 +99,8 @@ def paired_cuts(outcomes: Mapping[tuple[str, str], Mapping[str, bool]]) -> list[
 
     Returns:
         One row per (cut cell, group) that has a full cell of the same model and group: the two pass rates over
-        the cases both ran, their paired difference (cut − full) with its 95 % interval, and the cases whose
-        outcome changed.
+        the cases both ran (each with its exact 95 % interval), their paired difference (cut − full) with its
+        bootstrap 95 % interval, and the cases whose outcome changed.
     """
     rows = []
     for (key, group), cut_cases in sorted(outcomes.items()):
@@ -114,8 +114,8 @@ def paired_cuts(outcomes: Mapping[tuple[str, str], Mapping[str, bool]]) -> list[
                 "cell": key,
                 "cut": cell.cut,
                 "group": group,
-                "full": rate([full_cases[c] for c in both]),
-                "with_cut": rate([cut_cases[c] for c in both]),
+                "full": exact_rate([full_cases[c] for c in both]),
+                "with_cut": exact_rate([cut_cases[c] for c in both]),
                 "difference": paired_difference(cut_cases, full_cases),
                 "changed": [c for c in both if cut_cases[c] != full_cases[c]],
             }
@@ -129,7 +129,7 @@ def render_paired_cuts(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return ""
     lines = [
-        "| model | cut | category | full runtime | with the cut | difference, cut − full (95 % CI) "
+        "| model | cut | category | full runtime | with the cut | difference, cut − full (bootstrap 95 % CI) "
         "| cases that changed |",
         "|---|---|---|---|---|---|---|",
     ]

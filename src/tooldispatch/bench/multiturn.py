@@ -40,7 +40,7 @@ from tooldispatch.bench.corpus import CORPUS_NAME, Cell, OutputRecord, write_cor
 from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
-from tooldispatch.bench.stats import rate
+from tooldispatch.bench.stats import exact_rate
 from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.errors import BackendError, ConfigError
 
@@ -437,8 +437,8 @@ def _record(
 
 
 def summarize_multi_turn(records: Sequence[OutputRecord]) -> list[dict[str, Any]]:
-    """One row per (cell, category): pass rate with its 95 % interval, turns and model time per case, where
-    runs ended, BFCL's error types, and the parse buckets of every model output."""
+    """One row per (cell, category): pass rate with its exact 95 % interval (Clopper–Pearson), turns and model
+    time per case, where runs ended, BFCL's error types, and the parse buckets of every model output."""
     groups: dict[tuple[str, str], list[OutputRecord]] = {}
     for r in records:
         category = str(r.extra.get("category") or "")
@@ -451,7 +451,7 @@ def summarize_multi_turn(records: Sequence[OutputRecord]) -> list[dict[str, Any]
             {
                 "cell": cell,
                 "category": category,
-                "passed": rate([bool(r.extra.get("passed")) for r in group]),
+                "passed": exact_rate([bool(r.extra.get("passed")) for r in group]),
                 "model_turns": sum(int(r.extra.get("model_turns") or 0) for r in group) / n,
                 "model_s": sum(float(r.extra.get("model_s") or 0.0) for r in group) / n,
                 "ends": dict(Counter(str(r.extra.get("end") or "error") for r in group)),
@@ -478,7 +478,7 @@ def render_multi_turn(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "No multi-turn results yet.\n"
     lines = [
-        "| cell | category | passed (95 % CI) | model turns / case | model s / case | ends | BFCL verdicts "
+        "| cell | category | passed (exact 95 % CI) | model turns / case | model s / case | ends | BFCL verdicts "
         "| parse buckets (all turns) |",
         "|---|---|---|---|---|---|---|---|",
     ]

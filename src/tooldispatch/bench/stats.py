@@ -1,4 +1,4 @@
-"""Small statistics for benchmark rates: seeded bootstrap intervals, paired differences, pass^k, percentiles.
+"""Small statistics for benchmark rates: seeded bootstrap and exact intervals, paired differences, pass^k, percentiles.
 
 Everything here is deterministic: the bootstrap uses a fixed seed, so a report computed twice from the
 same corpus has the same numbers.
@@ -6,7 +6,7 @@ same corpus has the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any
@@ -19,12 +19,12 @@ SEED = 20260323
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """A proportion with its 95 % bootstrap interval.
+    """A proportion with its 95 % interval: the percentile bootstrap (``rate``) or Clopper–Pearson (``exact_rate``).
 
     Attributes:
         value: successes / n (0 when n is 0).
-        low: 2.5th percentile of the bootstrap distribution.
-        high: 97.5th percentile.
+        low: the interval's lower end.
+        high: its upper end.
         k: successes.
         n: trials.
     """
@@ -57,6 +57,42 @@ def rate(outcomes: Sequence[bool], *, resamples: int = RESAMPLES, seed: int = SE
     means = arr[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return Rate(k / n, float(low), float(high), k, n)
+
+
+def exact_rate(outcomes: Sequence[bool], *, level: float = 0.95) -> Rate:
+    """The proportion of true outcomes with its exact (Clopper–Pearson) interval.
+
+    The pass rates of agent runs use it: tens of cases, often none or all passing, where the bootstrap's interval
+    collapses to a point (0/30 gives [0, 0]; the exact interval is [0, 11.6 %]). Each end is the success
+    probability at which the binomial tail beyond the observed count is exactly ``(1 - level) / 2``, found by
+    bisection on the binomial sums.
+    """
+    n = len(outcomes)
+    k = sum(1 for o in outcomes if o)
+    if n == 0:
+        return Rate(0.0, 0.0, 0.0, 0, 0)
+    tail = (1 - level) / 2
+    # P(X >= k) grows with p, P(X <= k) falls with p.
+    low = 0.0 if k == 0 else _bisect(lambda p: 1 - _binomial_cdf(k - 1, n, p) >= tail)
+    high = 1.0 if k == n else _bisect(lambda p: _binomial_cdf(k, n, p) <= tail)
+    return Rate(k / n, low, high, k, n)
+
+
+def _binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    return sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def _bisect(reached: Callable[[float], bool], steps: int = 60) -> float:
+    """The smallest p in [0, 1] where ``reached(p)`` holds (``reached`` is false below it, true above)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 @dataclass(frozen=True, slots=True)

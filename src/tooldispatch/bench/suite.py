@@ -21,7 +21,7 @@ from tooldispatch.bench.corpus import CORPUS_NAME, Cell, OutputRecord, write_cor
 from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
-from tooldispatch.bench.stats import Rate, pass_hat_k, rate
+from tooldispatch.bench.stats import Rate, exact_rate, pass_hat_k
 from tooldispatch.errors import BackendError, ConfigError
 
 SUITE_PREFIX = "suite:"
@@ -241,7 +241,7 @@ def summarize_suite(records: Sequence[OutputRecord]) -> list[SuiteCell]:
         out.append(
             SuiteCell(
                 cell=key,
-                passed=rate([bool(r.extra.get("passed")) for r in rows]),
+                passed=exact_rate([bool(r.extra.get("passed")) for r in rows]),
                 per_task={task: all(by_seed.values()) for task, by_seed in runs.items()},
                 runs=runs,
                 buckets=dict(buckets),
@@ -259,7 +259,9 @@ def render_suite(cells: Sequence[SuiteCell]) -> str:
     k = max(c.seeds for c in cells)
     pass_k = [f"pass^{k}"] if k > 1 else []
     lines = [
-        "| " + " | ".join(["cell", "passed", *pass_k, "mean turns", *tasks, "parse buckets (all turns)"]) + " |",
+        "| "
+        + " | ".join(["cell", "passed (exact 95 % CI)", *pass_k, "mean turns", *tasks, "parse buckets (all turns)"])
+        + " |",
         "|" + "---|" * (len(tasks) + 4 + len(pass_k)),
     ]
     for c in cells:

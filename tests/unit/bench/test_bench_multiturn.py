@@ -186,7 +186,7 @@ def test_cli_replays_the_ground_truth_and_rejects_mixed_categories(tmp_path: Pat
     args = ["bench", "bfcl", "--categories", "multi_turn_base", "--limit", "2", "--ground-truth"]
     result = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "gt")])
     assert result.exit_code == 0, result.output
-    assert "| bfcl-ground-truth@none | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
+    assert "| bfcl-ground-truth@none | multi_turn_base | 100.0 % [15.8, 100.0] (2/2) |" in result.output
     assert (tmp_path / "gt" / "report" / "multiturn.md").is_file()
     again = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "gt")])
     assert again.exit_code == 0 and "multi_turn_base_0: passed" not in again.output
@@ -305,7 +305,7 @@ def test_each_cut_is_paired_with_the_full_runtime_on_the_cases_both_ran() -> Non
     table = render_paired_cuts([row])
     assert table.splitlines()[0].startswith("| model | cut | category | full runtime |")
     assert table.splitlines()[2].startswith(
-        "| m@Q4_K_M | no-repeat-guard | multi_turn_base | 66.7 % [0.0, 100.0] (2/3) | 66.7 % [0.0, 100.0] (2/3) | "
+        "| m@Q4_K_M | no-repeat-guard | multi_turn_base | 66.7 % [9.4, 99.2] (2/3) | 66.7 % [9.4, 99.2] (2/3) | "
     )
     assert table.splitlines()[2].endswith(" | multi_turn_base_1, multi_turn_base_2 |")
     assert table.splitlines()[-1] == f"- **no-repeat-guard**: {CUTS['no-repeat-guard'].changed}."
@@ -319,8 +319,8 @@ def test_cli_runs_each_cut_as_a_cell_and_refuses_unknown_ones(tmp_path: Path) ->
     args = ["bench", "bfcl", "--categories", "multi_turn_base", "--limit", "2", "--ground-truth"]
     result = runner.invoke(app, [*args, "--cuts", "full,no-repair", "--run-dir", str(tmp_path / "gt")])
     assert result.exit_code == 0, result.output
-    assert "| bfcl-ground-truth@none [no-repair] | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
-    assert "| bfcl-ground-truth@none | no-repair | multi_turn_base | 100.0 % [100.0, 100.0] (2/2) |" in result.output
+    assert "| bfcl-ground-truth@none [no-repair] | multi_turn_base | 100.0 % [15.8, 100.0] (2/2) |" in result.output
+    assert "| bfcl-ground-truth@none | no-repair | multi_turn_base | 100.0 % [15.8, 100.0] (2/2) |" in result.output
     corpus = list(read_corpus(tmp_path / "gt" / CORPUS_NAME))
     assert sorted((Cell.from_key(r.cell).cut, r.case_id) for r in corpus) == [
         ("full", "multi_turn_base_0"),

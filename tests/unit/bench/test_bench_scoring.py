@@ -7,7 +7,7 @@ import pytest
 from tooldispatch.bench.bfcl_data import BfclCase
 from tooldispatch.bench.corpus import Cell, OutputRecord
 from tooldispatch.bench.scoring import BUCKETS, json_repair_calls, score_output
-from tooldispatch.bench.stats import paired_difference, pass_hat_k, rate
+from tooldispatch.bench.stats import exact_rate, paired_difference, pass_hat_k, rate
 from tooldispatch.bench.summary import summarize_cell
 from tooldispatch.types import ACCEPTED_BUCKETS, REJECTED_BUCKETS
 
@@ -170,6 +170,21 @@ def test_bootstrap_rate_is_seeded_and_brackets_the_value() -> None:
     assert (first.k, first.n, first.value) == (30, 100, 0.3)
     assert first.low < 0.3 < first.high
     assert first.low > 0.2 and first.high < 0.4
+
+
+def test_exact_rate_is_the_clopper_pearson_interval() -> None:
+    """Known values: 0/30 has the closed form 1 - 0.025 ** (1 / 30) as its upper end; 17/20, 5/18 and 30/100 as
+    tabulated (scipy.stats.binomtest(k, n).proportion_ci(method="exact"): 0.62107..0.96793, 0.09695..0.53480,
+    0.21241..0.39981)."""
+    none = exact_rate([False] * 30)
+    assert (none.k, none.n, none.value, none.low) == (0, 30, 0.0, 0.0)
+    assert none.high == pytest.approx(1 - 0.025 ** (1 / 30), abs=1e-9)
+    for k, n, low, high in [(17, 20, 0.62107, 0.96793), (5, 18, 0.09695, 0.53480), (30, 100, 0.21241, 0.39981)]:
+        got = exact_rate([True] * k + [False] * (n - k))
+        assert (got.low, got.high) == (pytest.approx(low, abs=5e-5), pytest.approx(high, abs=5e-5)), (k, n)
+    whole = exact_rate([True] * 6)
+    assert (whole.low, whole.high) == (pytest.approx(0.025 ** (1 / 6), abs=1e-9), 1.0)
+    assert exact_rate([]).fmt() == "n/a"
 
 
 def test_paired_difference_is_exact_for_constant_differences() -> None:

@@ -89,7 +89,7 @@ def test_a_cut_cell_runs_the_agent_with_its_options_and_is_paired_task_by_task(t
     assert (row["cut"], row["changed"], row["difference"].value, row["difference"].n) == ("answer-tool", [], 0.0, 1)
     text = write_suite_report(tmp_path, list(db.records()))
     assert text.splitlines()[-3] == (
-        "| m@Q4_1 | answer-tool | demo-world suite | 100.0 % [100.0, 100.0] (1/1) | 100.0 % [100.0, 100.0] (1/1) "
+        "| m@Q4_1 | answer-tool | demo-world suite | 100.0 % [2.5, 100.0] (1/1) | 100.0 % [2.5, 100.0] (1/1) "
         "| +0.0 pp [+0.0, +0.0] | none |"
     )
     assert (tmp_path / "report" / "suite.md").read_text(encoding="utf-8") == "# Demo-world suite\n\n" + text
@@ -120,7 +120,9 @@ def test_seeds_run_each_task_once_per_seed_and_give_pass_hat_k(tmp_path: Path) -
     assert (cell.per_task, cell.seeds, cell.pass_hat(1), cell.pass_hat(2)) == ({"message-delay": False}, 2, 0.5, 0.0)
     assert cell.outcomes() == {"message-delay#0": True, "message-delay#1": False}
     table = render_suite([cell]).splitlines()
-    assert table[0] == "| cell | passed | pass^2 | mean turns | message-delay | parse buckets (all turns) |"
+    assert table[0] == (
+        "| cell | passed (exact 95 % CI) | pass^2 | mean turns | message-delay | parse buckets (all turns) |"
+    )
     assert table[2].startswith("| m@Q4_1 | 50.0 % ")
     assert table[2].endswith(" | 0.0 % | 1.5 | 1/2 | ok_strict: 1 |")
     with pytest.raises(ConfigError, match="several seeds need a temperature above 0"):
