@@ -41,6 +41,7 @@ from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.stats import exact_rate
+from tooldispatch.bench.targets import MatrixSpec
 from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.errors import BackendError, ConfigError
 
@@ -498,20 +499,18 @@ def run_multi_turn_command(
     *,
     categories: Sequence[str],
     limit: int | None,
-    models: Sequence[str],
+    spec: MatrixSpec,
     ground_truth: bool,
     options: MultiTurnOptions,
-    n_ctx: int | None,
-    n_threads: int | None,
     run_dir: Path,
     cuts: Sequence[Cut] = (FULL,),
     on_done: Callable[[str, str, bool], None] | None = None,
 ) -> str:
-    """Run the multi-turn categories (resuming ``run_dir``) on llama.cpp models, or replay the ground truth, once
-    per cut; write ``corpus.jsonl`` (every case with its transcripts) and ``report/multiturn.md``, and return the
-    report's tables."""
+    """Run the multi-turn categories (resuming ``run_dir``) on the models ``spec`` names (llama.cpp in process, or a
+    served model), or replay the ground truth (``spec`` unused), once per cut; write ``corpus.jsonl`` (every case
+    with its transcripts) and ``report/multiturn.md``, and return the report's tables."""
     from tooldispatch.bench.bfcl_data import ensure_wheel
-    from tooldispatch.bench.targets import MatrixSpec, build_targets
+    from tooldispatch.bench.targets import build_targets
 
     unknown = [c for c in categories if c not in bfcl.MULTI_TURN_CATEGORIES]
     if unknown:
@@ -529,7 +528,6 @@ def run_multi_turn_command(
 
         backend_for_case: Callable[[bfcl.MultiTurnCase], Backend] | None = per_case
     else:
-        spec = MatrixSpec(backend="llamacpp", models=list(models), n_ctx=n_ctx, n_threads=n_threads)
         targets, backend_for_case = build_targets(spec), None
     targets = [replace(t, cell=replace(t.cell, cut=cut.name)) for t in targets for cut in cuts]
     db = ResultsDB(run_dir)

@@ -22,6 +22,7 @@ from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.stats import Rate, exact_rate, pass_hat_k
+from tooldispatch.bench.targets import MatrixSpec
 from tooldispatch.errors import BackendError, ConfigError
 
 SUITE_PREFIX = "suite:"
@@ -287,19 +288,18 @@ def _mark(by_seed: Mapping[int, bool] | None) -> str:
 
 def run_suite_command(
     *,
-    models: Sequence[str],
-    constrained: Sequence[str],
+    spec: MatrixSpec,
     options: SuiteOptions,
-    n_ctx: int | None,
     run_dir: Path,
     cuts: Sequence[Cut] = (FULL,),
 ) -> str:
-    """Run the suite for llama.cpp models (resuming ``run_dir``), once per cut and seed; write the corpus and the
-    report (``write_suite_report``) and return the report's tables."""
-    from tooldispatch.bench.targets import MatrixSpec, build_targets
+    """Run the suite for the models ``spec`` names (llama.cpp in process, or a served model; resuming ``run_dir``),
+    once per cut and seed; write the corpus and the report (``write_suite_report``) and return the report's
+    tables."""
+    from tooldispatch.bench.targets import build_targets
     from tooldispatch.tools.demo import demo_tasks
 
-    targets = build_targets(MatrixSpec(backend="llamacpp", models=models, constrained=constrained, n_ctx=n_ctx))
+    targets = build_targets(spec)
     targets = [replace(t, cell=replace(t.cell, cut=cut.name)) for t in targets for cut in cuts]
     db = ResultsDB(run_dir)
     try:

@@ -16,6 +16,8 @@ from tooldispatch.errors import ConfigError, TooldispatchError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tooldispatch.bench.targets import MatrixSpec
+
 
 def _out() -> Console:
     from rich.console import Console
@@ -100,24 +102,26 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
     app.command("report")(report)
 
 
+_BACKEND_HELP = "Backend kind: llamacpp or openai_compat (openrouter: that with the OpenRouter dialect)."
+_BASE_URL_HELP = "OpenAI-compatible server for --backend openai_compat."
+_DIALECT_HELP = "Server dialect for --backend openai_compat: vllm, llama-server or openrouter."
+_QUANT_LABEL_HELP = "Report label of a served model's weights (nvfp4)."
+_PARSE_MODES_HELP = "client (raw text parsed here) and/or server."
+
+
 def bfcl(
     models: Annotated[
         str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; a server: the served model.")
     ] = DEMO_MODEL,
     categories: Annotated[str, typer.Option(help=_CATEGORIES_HELP)] = "simple_python,irrelevance",
     limit: Annotated[int, typer.Option(help="First N cases of each category (0: all).")] = 25,
-    backend: Annotated[
-        str,
-        typer.Option(help="Backend kind: llamacpp or openai_compat (openrouter: that with the OpenRouter dialect)."),
-    ] = "llamacpp",
-    base_url: Annotated[str, typer.Option(help="OpenAI-compatible server for --backend openai_compat.")] = "",
-    dialect: Annotated[
-        str, typer.Option(help="Server dialect for --backend openai_compat: vllm, llama-server or openrouter.")
-    ] = "vllm",
-    quant_label: Annotated[str, typer.Option(help="Report label of a served model's weights (nvfp4).")] = "served",
+    backend: Annotated[str, typer.Option(help=_BACKEND_HELP)] = "llamacpp",
+    base_url: Annotated[str, typer.Option(help=_BASE_URL_HELP)] = "",
+    dialect: Annotated[str, typer.Option(help=_DIALECT_HELP)] = "vllm",
+    quant_label: Annotated[str, typer.Option(help=_QUANT_LABEL_HELP)] = "served",
     provider_quantizations: Annotated[str, typer.Option(help="OpenRouter: one pinned cell per quantization.")] = "",
     provider_only: Annotated[str, typer.Option(help="OpenRouter: provider slugs to allow.")] = "",
-    parse_modes: Annotated[str, typer.Option(help="client (raw text parsed here) and/or server.")] = "client",
+    parse_modes: Annotated[str, typer.Option(help=_PARSE_MODES_HELP)] = "client",
     constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     seeds: Annotated[str, typer.Option(help="Sampling seeds; several give pass^k.")] = "0",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per request.")] = 192,
@@ -139,8 +143,20 @@ def bfcl(
 ) -> None:
     """Run BFCL over a matrix (backend × model × quantization × parse mode × constrained × seed), store every
     raw output, and write a report. Interrupt it any time: the same command resumes where it stopped."""
+    from tooldispatch.bench.targets import MatrixSpec, build_targets
+
     if any(c.startswith("multi_turn") for c in _split(categories)):
-        _multi_turn(models, categories, limit, ground_truth, cuts, max_tokens, seeds, n_ctx, threads, run_dir)
+        served = MatrixSpec(
+            backend=backend,
+            models=_split(models),
+            parse_modes=_split(parse_modes),
+            base_url=base_url,
+            dialect=dialect,
+            quant_label=quant_label,
+            n_threads=(n_threads if n_threads is not None else threads) or None,
+            n_ctx=n_ctx or None,
+        )
+        _multi_turn(served, categories, limit, ground_truth, cuts, max_tokens, seeds, run_dir)
         return
     if cuts != "full":
         _fail(ConfigError("--cuts applies to the multi-turn categories, which run the agent"))
@@ -149,7 +165,6 @@ def bfcl(
     from tooldispatch.bench.results_db import ResultsDB
     from tooldispatch.bench.runner import RunOptions
     from tooldispatch.bench.session import REPORT_DIR, run_session
-    from tooldispatch.bench.targets import MatrixSpec, build_targets
     from tooldispatch.profiles.kinds import read_backend
 
     try:
@@ -207,15 +222,13 @@ def bfcl(
 
 
 def _multi_turn(
-    models: str,
+    spec: MatrixSpec,
     categories: str,
     limit: int,
     ground_truth: bool,
     cuts: str,
     max_tokens: int,
     seeds: str,
-    n_ctx: int,
-    threads: int,
     run_dir: Path,
 ) -> None:
     from tooldispatch.bench.cuts import parse_cuts
@@ -232,11 +245,9 @@ def _multi_turn(
         text = run_multi_turn_command(
             categories=_split(categories),
             limit=limit or None,
-            models=_split(models),
+            spec=spec,
             ground_truth=ground_truth,
             options=MultiTurnOptions(max_tokens=max_tokens, seed=seed[0]),
-            n_ctx=n_ctx or None,
-            n_threads=threads or None,
             run_dir=run_dir,
             cuts=parse_cuts(cuts),
             on_done=done,
@@ -248,7 +259,14 @@ def _multi_turn(
 
 
 def suite(
-    models: Annotated[str, typer.Option("--models", "--model", help="name@QUANT,... (llamacpp).")] = DEMO_MODEL,
+    models: Annotated[
+        str, typer.Option("--models", "--model", help="llamacpp: name@QUANT,...; a server: the served model.")
+    ] = DEMO_MODEL,
+    backend: Annotated[str, typer.Option(help=_BACKEND_HELP)] = "llamacpp",
+    base_url: Annotated[str, typer.Option(help=_BASE_URL_HELP)] = "",
+    dialect: Annotated[str, typer.Option(help=_DIALECT_HELP)] = "vllm",
+    quant_label: Annotated[str, typer.Option(help=_QUANT_LABEL_HELP)] = "served",
+    parse_modes: Annotated[str, typer.Option(help=_PARSE_MODES_HELP)] = "client",
     constrained: Annotated[str, typer.Option(help=_CONSTRAINED_HELP)] = "off",
     max_tokens: Annotated[int, typer.Option(help="Completion budget per model turn.")] = 192,
     max_turns: Annotated[int, typer.Option(help="Model turns per task.")] = 6,
@@ -262,6 +280,7 @@ def suite(
     (greedy decoding, as the agent loop runs it; rerunning the same command resumes)."""
     from tooldispatch.bench.cuts import parse_cuts
     from tooldispatch.bench.suite import SuiteOptions, run_suite_command
+    from tooldispatch.bench.targets import MatrixSpec
 
     try:
         options = SuiteOptions(
@@ -270,14 +289,17 @@ def suite(
             seeds=tuple(_seeds(seeds)),
             temperature=temperature,
         )
-        text = run_suite_command(
-            cuts=parse_cuts(cuts),
+        spec = MatrixSpec(
+            backend=backend,
             models=_split(models),
+            parse_modes=_split(parse_modes),
             constrained=_constrained_modes(constrained),
-            options=options,
+            base_url=base_url,
+            dialect=dialect,
+            quant_label=quant_label,
             n_ctx=n_ctx or None,
-            run_dir=run_dir,
         )
+        text = run_suite_command(cuts=parse_cuts(cuts), spec=spec, options=options, run_dir=run_dir)
         _out().print(text)
     except TooldispatchError as exc:
         _fail(exc)
