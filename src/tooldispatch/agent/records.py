@@ -158,6 +158,7 @@ class Turn:
             "content": c.content,
             "reasoning": c.reasoning,
             "finish_reason": c.finish_reason,
+            "native_calls": [{"name": n.name, "arguments": n.arguments} for n in c.native_calls],
             "model_s": round(self.model_s, 6),
             "reasoning_s": round(self.reasoning_s, 6),
             "usage": (

@@ -318,12 +318,23 @@ def replay(
         ),
     ] = None,
 ) -> None:
-    """Re-score a corpus with the current parser (no model needed; deterministic)."""
+    """Re-score a corpus with the current parser (no model needed; deterministic). A corpus of agent runs
+    (multi-turn cases, suite runs) is replayed: each run's recorded model outputs through the current agent,
+    dispatcher and checker."""
+    from tooldispatch.bench.agent_replay import holds_agent_runs, replay_agent_corpus
     from tooldispatch.bench.bfcl_data import BFCL_POLICY
     from tooldispatch.bench.replay import compare_summaries, replay_corpus
     from tooldispatch.bench.report import write_report
     from tooldispatch.policy import load_policy
 
+    if corpus.is_file() and holds_agent_runs(corpus):
+        if out is not None or compare is not None or policy is not None:
+            _fail(ConfigError("--out, --compare and --policy apply to single-turn corpora, not to agent runs"))
+        try:
+            typer.echo(replay_agent_corpus(corpus))
+        except TooldispatchError as exc:
+            _fail(exc)
+        return
     try:
         declared = BFCL_POLICY if policy is None else load_policy(policy)
         old_meta = _summary_meta(compare) if compare is not None else {}
