@@ -129,12 +129,17 @@ def case(rng: random.Random) -> str:
     ropen = rng.random() < 0.2
     finish = rng.choice([None, "length"])
     level = rng.choice(["bounded", "lossless", "none"])
+    tolerant = rng.random() >= 0.25
     size = rng.randint(1, 9)
     schema = {"type": "object", "properties": {"v": rng.choice(SCHEMAS)}, "$defs": {"u": {"type": "string"}}}
     specs = normalize_tools([{"name": "t", "parameters": schema}])
     arguments = {"v": rng.choice(VALUES)} if rng.random() < 0.8 else rng.choice(VALUES)
     lines = [
-        _shown(lambda: parse_tool_calls(text, TOOLS, finish_reason=finish, reasoning_open=ropen, repair=level)),
+        _shown(
+            lambda: parse_tool_calls(
+                text, TOOLS, finish_reason=finish, reasoning_open=ropen, repair=level, tolerant=tolerant
+            )
+        ),
         _shown(lambda: _stream(text, size, ropen)),
         _shown(lambda: repair_call(rng.choice(["t", "T", "nope"]), arguments, specs, level=level)),
     ]
