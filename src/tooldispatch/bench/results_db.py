@@ -2,7 +2,8 @@
 
 A rerun of the same command opens the same file and skips every (cell, case, seed) already stored, so an
 interrupted run resumes exactly where it stopped. Requests that failed for good are not stored; they run
-again next time.
+again next time. The folder is the run: its rows carry the name it had when they were first written, and a
+folder moved or renamed keeps that name, so it still resumes and reports all of its results.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tooldispatch.bench.corpus import OutputRecord
+from tooldispatch.errors import ConfigError
 from tooldispatch.store import register_migration
 from tooldispatch.store.sqlite import Store
 
@@ -40,13 +42,32 @@ class ResultsDB:
 
     Args:
         run_dir: the run folder; ``bench.db`` is created in it.
-        run_id: the run's name (the folder name by default).
+
+    Attributes:
+        run_id: the run's name: the one its results are stored under, or the folder's name for a new run.
+
+    Raises:
+        ConfigError: the file holds results under several names (a folder renamed between runs by a version that
+            named the run after the folder each time).
     """
 
-    def __init__(self, run_dir: Path, *, run_id: str | None = None) -> None:
+    def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.run_id = run_id or run_dir.name
         self._store = Store(run_dir / DB_NAME)
+        names = sorted(
+            str(row[0])
+            for row in self._store.fetchall("SELECT run_id FROM bench_outputs UNION SELECT id FROM bench_runs")
+        )
+        if len(names) > 1:
+            path = run_dir / DB_NAME
+            self._store.close()
+            raise ConfigError(
+                f"{path} holds results under several run names ({', '.join(names)}): the folder was renamed between "
+                f"runs by an earlier version. Merge them under one name, then rerun: sqlite3 {path} "
+                f"\"UPDATE OR REPLACE bench_outputs SET run_id = '{names[0]}'; DELETE FROM bench_runs WHERE id != "
+                f"'{names[0]}'\""
+            )
+        self.run_id = names[0] if names else run_dir.name
 
     def record_meta(self, kind: str, meta: Mapping[str, Any]) -> None:
         """Store (or replace) what the run was asked to do."""
