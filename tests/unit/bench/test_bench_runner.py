@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from tooldispatch.bench.bfcl_data import BfclCase
 from tooldispatch.bench.corpus import Cell
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import ModelFacts, RunOptions, Target, run_bfcl
-from tooldispatch.errors import BackendUnavailable, ProviderError, RateLimited
+from tooldispatch.errors import BackendUnavailable, ConfigError, ProviderError, RateLimited
 
 FN = {
     "name": "get.weather",
@@ -113,6 +114,48 @@ def test_a_rerun_runs_exactly_the_missing_cases(tmp_path: Path) -> None:
     asked = [str(r.messages[-1]["content"]) for r in again.requests]
     assert asked == ["Weather in city 2?", "Weather in city 3?", "Weather in city 4?"]
     assert (result.stored, result.skipped, db.count()) == (3, 2, 5)
+
+
+def test_a_renamed_run_folder_keeps_its_results_and_resumes(tmp_path: Path) -> None:
+    """The folder is the run: moved under another name, it still reports every stored output and runs only the
+    missing cases."""
+    cases = _cases(4)
+    first_dir = tmp_path / "first-name"
+    db = ResultsDB(first_dir)
+    _run([_target(ScriptedBackend(turns=_answer))], cases[:2], db)
+    db.close()
+    first_dir.rename(tmp_path / "second-name")
+    moved = ResultsDB(tmp_path / "second-name")
+    assert (moved.run_id, moved.count()) == ("first-name", 2)
+    again = ScriptedBackend(turns=_answer)
+    result = _run([_target(again)], cases, moved)
+    assert [str(r.messages[-1]["content"]) for r in again.requests] == ["Weather in city 2?", "Weather in city 3?"]
+    assert (result.stored, result.skipped, moved.count()) == (2, 2, 4)
+
+
+def test_results_under_several_run_names_are_refused_with_the_merge(tmp_path: Path) -> None:
+    """A folder an earlier version resumed under a new name holds two names: opening it says so and gives the
+    statement that merges them; after it, the folder opens with every output."""
+    cases = _cases(3)
+    for name, part in (("old", cases[:2]), ("new", cases[2:])):
+        db = ResultsDB(tmp_path / name)
+        _run([_target(ScriptedBackend(turns=_answer))], part, db)
+        db.close()
+    with sqlite3.connect(tmp_path / "new" / "bench.db") as conn:
+        conn.execute("ATTACH DATABASE ? AS old", (str(tmp_path / "old" / "bench.db"),))
+        conn.execute("INSERT INTO bench_outputs SELECT * FROM old.bench_outputs")
+    conn.close()
+    with pytest.raises(ConfigError) as info:
+        ResultsDB(tmp_path / "new")
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'new' / 'bench.db'} holds results under several run names (new, old): ")
+    statement = message.split(' "', 1)[1].rstrip('"')
+    assert statement == "UPDATE OR REPLACE bench_outputs SET run_id = 'new'; DELETE FROM bench_runs WHERE id != 'new'"
+    with sqlite3.connect(tmp_path / "new" / "bench.db") as conn:
+        conn.executescript(statement)
+    conn.close()
+    merged = ResultsDB(tmp_path / "new")
+    assert (merged.run_id, merged.count()) == ("new", 3)
 
 
 def test_a_finished_cell_does_not_build_its_backend(tmp_path: Path) -> None:
