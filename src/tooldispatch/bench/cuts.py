@@ -144,3 +144,52 @@ def render_paired_cuts(rows: Sequence[Mapping[str, Any]]) -> str:
     for name in dict.fromkeys(row["cut"] for row in rows):
         lines.append(f"- **{name}**: {CUTS[name].changed}.")
     return "\n".join(lines) + "\n"
+
+
+def paired_totals(measures: Mapping[tuple[str, str], Mapping[str, Mapping[str, float]]]) -> list[dict[str, Any]]:
+    """What each cut changed on the way, whatever the outcome: totals of each measure over the runs both cells ran.
+
+    Args:
+        measures: ``(cell key, group) → {run id: {measure: value}}`` (user turns answered, calls run, ...).
+
+    Returns:
+        One row per (cut cell, group) with a full cell of the same model and group: the runs both ran, and each
+        measure's total with the full runtime and with the cut.
+    """
+    rows = []
+    for (key, group), cut_runs in sorted(measures.items()):
+        cell = Cell.from_key(key)
+        full_runs = measures.get((replace(cell, cut=FULL.name).key, group))
+        if cell.cut == FULL.name or full_runs is None:
+            continue
+        both = sorted(set(cut_runs) & set(full_runs))
+        names = list(dict.fromkeys(name for run in both for name in full_runs[run]))
+        totals = {
+            name: (sum(full_runs[r].get(name, 0) for r in both), sum(cut_runs[r].get(name, 0) for r in both))
+            for name in names
+        }
+        rows.append({"cell": key, "cut": cell.cut, "group": group, "runs": len(both), "totals": totals})
+    return rows
+
+
+def render_paired_totals(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table of :func:`paired_totals`, each measure as ``full → with the cut``; empty without rows."""
+    if not rows:
+        return ""
+    names = list(dict.fromkeys(name for row in rows for name in row["totals"]))
+    lines = [
+        "| model | cut | category | runs | " + " | ".join(f"{n}, full → cut" for n in names) + " |",
+        "|" + "---|" * (4 + len(names)),
+    ]
+    for row in rows:
+        cell = Cell.from_key(row["cell"])
+        values = [row["totals"].get(n) for n in names]
+        shown = [f"{_number(v[0])} → {_number(v[1])}" if v is not None else "-" for v in values]
+        lines.append(
+            f"| {cell.model}@{cell.quant} | {row['cut']} | {row['group']} | {row['runs']} | " + " | ".join(shown) + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"

@@ -37,13 +37,22 @@ from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
 from tooldispatch.bench.bfcl_data import function_to_tool
 from tooldispatch.bench.corpus import CORPUS_NAME, Cell, OutputRecord, write_corpus
-from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
+from tooldispatch.bench.cuts import (
+    CUTS,
+    FULL,
+    Cut,
+    paired_cuts,
+    paired_totals,
+    render_paired_cuts,
+    render_paired_totals,
+)
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.stats import exact_rate
 from tooldispatch.bench.targets import MatrixSpec
 from tooldispatch.dispatch import Dispatcher, Registry
 from tooldispatch.errors import BackendError, ConfigError
+from tooldispatch.types import ACCEPTED_BUCKETS
 
 ToolClass = Literal["read", "write", "delete"]
 
@@ -474,6 +483,27 @@ def _outcomes(records: Sequence[OutputRecord]) -> dict[tuple[str, str], dict[str
     return outcomes
 
 
+def run_measures(records: Sequence[OutputRecord]) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
+    """What each multi-turn case did on the way, for ``cuts.paired_totals``: user turns answered (the agent ended
+    the turn with an answer), calls the environment ran, call attempts refused, model turns, and whether the case
+    ended ``stuck``."""
+    measures: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for r in records:
+        category = str(r.extra.get("category") or "")
+        if category not in bfcl.MULTI_TURN_CATEGORIES:
+            continue
+        end = str(r.extra.get("end") or "error")
+        buckets = dict(r.extra.get("buckets") or {})
+        measures.setdefault((r.cell, category), {})[r.case_id] = {
+            "user turns answered": int(r.extra.get("user_turns") or 0) - (end != "completed"),
+            "calls run": sum(len(calls) for calls in r.extra.get("executed") or ()),
+            "calls refused": sum(n for b, n in buckets.items() if b not in ACCEPTED_BUCKETS),
+            "model turns": int(r.extra.get("model_turns") or 0),
+            "ended stuck": int(end == "stuck"),
+        }
+    return measures
+
+
 def render_multi_turn(rows: Sequence[Mapping[str, Any]]) -> str:
     """A Markdown table of multi-turn results."""
     if not rows:
@@ -541,6 +571,8 @@ def run_multi_turn_command(
         paired = render_paired_cuts(paired_cuts(_outcomes(records)))
         if paired:
             text += "\n## Each cut against the full runtime, case by case\n\n" + paired
+            text += "\n### What each cut changed on the way, over the same cases\n\n"
+            text += render_paired_totals(paired_totals(run_measures(records)))
     finally:
         db.close()
     out = run_dir / "report"

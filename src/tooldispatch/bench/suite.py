@@ -18,12 +18,21 @@ from typing import Any
 
 from tooldispatch.backends.base import Backend
 from tooldispatch.bench.corpus import CORPUS_NAME, Cell, OutputRecord, write_corpus
-from tooldispatch.bench.cuts import CUTS, FULL, Cut, paired_cuts, render_paired_cuts
+from tooldispatch.bench.cuts import (
+    CUTS,
+    FULL,
+    Cut,
+    paired_cuts,
+    paired_totals,
+    render_paired_cuts,
+    render_paired_totals,
+)
 from tooldispatch.bench.results_db import ResultsDB
 from tooldispatch.bench.runner import Target
 from tooldispatch.bench.stats import Rate, exact_rate, pass_hat_k
 from tooldispatch.bench.targets import MatrixSpec
 from tooldispatch.errors import BackendError, ConfigError
+from tooldispatch.types import ACCEPTED_BUCKETS
 
 SUITE_PREFIX = "suite:"
 SUITE_CATEGORY = "demo-world suite"
@@ -309,6 +318,25 @@ def run_suite_command(
         db.close()
 
 
+def run_measures(records: Sequence[OutputRecord]) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
+    """What each suite run did on the way, for ``cuts.paired_totals``: whether it ended with an answer, calls
+    dispatched, call attempts refused, model turns, and whether it ended ``stuck``."""
+    measures: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for r in records:
+        if not r.case_id.startswith(SUITE_PREFIX):
+            continue
+        end = str(r.extra.get("end") or "error")
+        buckets = dict(r.extra.get("buckets") or {})
+        measures.setdefault((r.cell, SUITE_CATEGORY), {})[f"{r.case_id.removeprefix(SUITE_PREFIX)}#{r.seed}"] = {
+            "answered": int(end == "final_answer"),
+            "calls dispatched": len(r.extra.get("calls") or ()),
+            "calls refused": sum(n for b, n in buckets.items() if b not in ACCEPTED_BUCKETS),
+            "model turns": int(r.extra.get("turns") or 0),
+            "ended stuck": int(end == "stuck"),
+        }
+    return measures
+
+
 def write_suite_report(run_dir: Path, records: Sequence[OutputRecord]) -> str:
     """Write ``corpus.jsonl`` (every run with its calls and answer) and ``report/suite.md`` into ``run_dir``;
     return the report's tables."""
@@ -318,6 +346,8 @@ def write_suite_report(run_dir: Path, records: Sequence[OutputRecord]) -> str:
     paired = render_paired_cuts(paired_cuts({(c.cell, SUITE_CATEGORY): c.outcomes() for c in cells}))
     if paired:
         text += "\n## Each cut against the full runtime, run by run\n\n" + paired
+        text += "\n### What each cut changed on the way, over the same runs\n\n"
+        text += render_paired_totals(paired_totals(run_measures(records)))
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.md").write_text("# Demo-world suite\n\n" + text, encoding="utf-8")

@@ -17,7 +17,14 @@ from tooldispatch.backends.base import ChatRequest
 from tooldispatch.backends.scripted import ScriptedBackend, ScriptedTurn
 from tooldispatch.bench import bfcl_multiturn as bfcl
 from tooldispatch.bench.corpus import CORPUS_NAME, Cell, read_corpus
-from tooldispatch.bench.cuts import CUTS, paired_cuts, parse_cuts, render_paired_cuts
+from tooldispatch.bench.cuts import (
+    CUTS,
+    paired_cuts,
+    paired_totals,
+    parse_cuts,
+    render_paired_cuts,
+    render_paired_totals,
+)
 from tooldispatch.bench.multiturn import (
     TOOL_CLASSES,
     MultiTurnOptions,
@@ -312,6 +319,33 @@ def test_each_cut_is_paired_with_the_full_runtime_on_the_cases_both_ran() -> Non
     assert render_paired_cuts([]) == ""
 
 
+def test_what_each_cut_changed_on_the_way_is_totalled_over_the_runs_both_cells_ran() -> None:
+    """Totals per measure, full → cut, over the common runs only; a cut without its full cell has no row."""
+    full = Cell(backend="llamacpp", model="m", quant="Q4_K_M")
+    guard_off = dataclasses.replace(full, cut="no-repeat-guard")
+    alone = Cell(backend="llamacpp", model="n", quant="Q4_K_M", cut="no-repair")
+    measures = {
+        (full.key, "multi_turn_base"): {
+            "a": {"calls run": 2, "ended stuck": 1},
+            "b": {"calls run": 1, "ended stuck": 0},
+        },
+        (guard_off.key, "multi_turn_base"): {"a": {"calls run": 5, "ended stuck": 0}, "c": {"calls run": 9}},
+        (alone.key, "multi_turn_base"): {"a": {"calls run": 1}},
+    }
+    [row] = paired_totals(measures)
+    assert (row["cut"], row["runs"], row["totals"]) == (
+        "no-repeat-guard",
+        1,
+        {"calls run": (2, 5), "ended stuck": (1, 0)},
+    )
+    assert render_paired_totals([row]).splitlines() == [
+        "| model | cut | category | runs | calls run, full → cut | ended stuck, full → cut |",
+        "|---|---|---|---|---|---|",
+        "| m@Q4_K_M | no-repeat-guard | multi_turn_base | 1 | 2 → 5 | 1 → 0 |",
+    ]
+    assert render_paired_totals([]) == ""
+
+
 def test_cli_runs_each_cut_as_a_cell_and_refuses_unknown_ones(tmp_path: Path) -> None:
     """`--cuts full,no-repair` on the ground truth gives two cells, both 2/2, paired with no case changed."""
     _cases("multi_turn_base")
@@ -321,6 +355,10 @@ def test_cli_runs_each_cut_as_a_cell_and_refuses_unknown_ones(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     assert "| bfcl-ground-truth@none [no-repair] | multi_turn_base | 100.0 % [15.8, 100.0] (2/2) |" in result.output
     assert "| bfcl-ground-truth@none | no-repair | multi_turn_base | 100.0 % [15.8, 100.0] (2/2) |" in result.output
+    calls = sum(len(turn) for case in _cases("multi_turn_base")[:2] for turn in case.ground_truth)
+    assert f"| bfcl-ground-truth@none | no-repair | multi_turn_base | 2 | 8 → 8 | {calls} → {calls} | 0 → 0 |" in (
+        result.output
+    )
     corpus = list(read_corpus(tmp_path / "gt" / CORPUS_NAME))
     assert sorted((Cell.from_key(r.cell).cut, r.case_id) for r in corpus) == [
         ("full", "multi_turn_base_0"),
