@@ -91,6 +91,7 @@ def test_the_recorded_model_gives_the_outputs_in_order_with_their_native_calls()
         "multiturn-1.5b-corpus.jsonl",
         "suite-0.5b-corpus.jsonl",
         "suite-1.5b-corpus.jsonl",
+        "suite-1.5b-seeds-corpus.jsonl",
     ],
 )
 def test_the_committed_agent_runs_replay_faithfully_to_their_outcomes(corpus: str) -> None:
