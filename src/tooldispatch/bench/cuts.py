@@ -7,13 +7,15 @@ part of the cell's key (``Cell.cut``), so a run folder holds every cut of a mode
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from tooldispatch.bench.corpus import Cell
 from tooldispatch.bench.stats import exact_rate, paired_difference
 from tooldispatch.errors import ConfigError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,18 @@ def parse_cuts(text: str | Sequence[str]) -> list[Cut]:
     return [CUTS[n] for n in dict.fromkeys(names)]
 
 
+def _pairs(
+    by_cell: Mapping[tuple[str, str], Mapping[str, T]],
+) -> Iterator[tuple[str, str, str, Mapping[str, T], Mapping[str, T]]]:
+    """Each cut cell with the full cell of the same model and group: ``(cut cell key, cut, group, the cut's runs,
+    the full runtime's runs)``, in key order."""
+    for (key, group), cut_runs in sorted(by_cell.items()):
+        cell = Cell.from_key(key)
+        full_runs = by_cell.get((replace(cell, cut=FULL.name).key, group))
+        if cell.cut != FULL.name and full_runs is not None:
+            yield key, cell.cut, group, cut_runs, full_runs
+
+
 def paired_cuts(outcomes: Mapping[tuple[str, str], Mapping[str, bool]]) -> list[dict[str, Any]]:
     """Each cut against the full runtime of the same model.
 
@@ -103,16 +117,12 @@ def paired_cuts(outcomes: Mapping[tuple[str, str], Mapping[str, bool]]) -> list[
         bootstrap 95 % interval, and the cases whose outcome changed.
     """
     rows = []
-    for (key, group), cut_cases in sorted(outcomes.items()):
-        cell = Cell.from_key(key)
-        full_cases = outcomes.get((replace(cell, cut=FULL.name).key, group))
-        if cell.cut == FULL.name or full_cases is None:
-            continue
+    for key, cut, group, cut_cases, full_cases in _pairs(outcomes):
         both = sorted(set(cut_cases) & set(full_cases))
         rows.append(
             {
                 "cell": key,
-                "cut": cell.cut,
+                "cut": cut,
                 "group": group,
                 "full": exact_rate([full_cases[c] for c in both]),
                 "with_cut": exact_rate([cut_cases[c] for c in both]),
@@ -157,18 +167,14 @@ def paired_totals(measures: Mapping[tuple[str, str], Mapping[str, Mapping[str, f
         measure's total with the full runtime and with the cut.
     """
     rows = []
-    for (key, group), cut_runs in sorted(measures.items()):
-        cell = Cell.from_key(key)
-        full_runs = measures.get((replace(cell, cut=FULL.name).key, group))
-        if cell.cut == FULL.name or full_runs is None:
-            continue
+    for key, cut, group, cut_runs, full_runs in _pairs(measures):
         both = sorted(set(cut_runs) & set(full_runs))
         names = list(dict.fromkeys(name for run in both for name in full_runs[run]))
         totals = {
             name: (sum(full_runs[r].get(name, 0) for r in both), sum(cut_runs[r].get(name, 0) for r in both))
             for name in names
         }
-        rows.append({"cell": key, "cut": cell.cut, "group": group, "runs": len(both), "totals": totals})
+        rows.append({"cell": key, "cut": cut, "group": group, "runs": len(both), "totals": totals})
     return rows
 
 
