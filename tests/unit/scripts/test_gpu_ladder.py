@@ -56,7 +56,7 @@ def test_the_agent_rungs_also_run_multi_turn_and_the_suite_with_every_cut() -> N
         "--models qwen2.5-coder-1.5b-instruct --quant-label "
     )
     cuts = "--cuts full,no-repair,strict-parsing,bare-feedback,no-repeat-guard,answer-tool"
-    agent = [line.split(" -m tooldispatch ")[1] for line in lines if "multi_turn" in line or " bench suite " in line]
+    agent = [line[line.index(" bench ") + 1 :] for line in lines if "multi_turn" in line or " bench suite " in line]
     assert agent == [
         f"bench bfcl {served}Q4_K_M --categories multi_turn_base,multi_turn_miss_param,multi_turn_miss_func,"
         f"multi_turn_long_context --limit 200 {cuts} --run-dir runs/g/agent",
