@@ -87,16 +87,19 @@ def test_the_recorded_model_gives_the_outputs_in_order_with_their_native_calls()
 @pytest.mark.parametrize(
     "corpus",
     [
+        "multiturn-0.5b-before-corpus.jsonl",
         "multiturn-0.5b-corpus.jsonl",
         "multiturn-1.5b-corpus.jsonl",
         "suite-0.5b-corpus.jsonl",
         "suite-1.5b-corpus.jsonl",
+        "suite-0.5b-seeds-corpus.jsonl",
         "suite-1.5b-seeds-corpus.jsonl",
     ],
 )
 def test_the_committed_agent_runs_replay_faithfully_to_their_outcomes(corpus: str) -> None:
-    """Every committed run, replayed on this build: the same requests (faithful) and the same outcome. A change
-    that fails this changed what the runtime does with these models' outputs: say which runs moved, and why."""
+    """Every committed run, replayed on this build: exactly the recorded outputs asked for (faithful) and the same
+    outcome. A change that fails this changed what the runtime does with these models' outputs: say which runs
+    moved, and why."""
     _first_case()
     table = replay_agent_corpus(RESULTS / corpus)
     rows = [line.split(" | ") for line in table.splitlines()[2:] if line.startswith("| ")]
